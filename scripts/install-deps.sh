@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian package that moerl's build, tests and demo need. Idempotent:
+# a second run installs nothing. Run as root (CI and the dev machines are root).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  clang libclang-rt-14-dev            # libFuzzer + sanitizers for the safetensors fuzzer
+  libtorch-dev                        # tensors + autograd (CPU), c10d Gloo + TCPStore
+  libfabric-dev libfabric-bin         # EP data plane (shm / tcp providers here, efa in the cloud)
+  libhiredis-dev redis-server         # Redis Streams queue backend and its tests
+  libcurl4-openssl-dev libssl-dev     # S3 client (SigV4)
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libtomlplusplus-dev
+  python3 python3-numpy python3-matplotlib python3-boto3 awscli
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+# Node.js + npm carry the test tooling (S3 test server, Kubernetes schemas). The machine
+# image ships Node 20 outside Debian; Debian's npm conflicts with it, so only add it if absent.
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all Debian packages present"
+fi
+
+# npm test tooling: each tools/<name>/ folder with a package-lock.json is installed in
+# place (npm ci; skipped when node_modules is already up to date with the lock file).
+here=$(cd "$(dirname "$0")/.." && pwd)
+for lock in "$here"/tools/*/package-lock.json; do
+  [ -e "$lock" ] || continue
+  dir=$(dirname "$lock")
+  if [ ! -e "$dir/node_modules/.package-lock.json" ] || [ "$lock" -nt "$dir/node_modules/.package-lock.json" ]; then
+    echo "install-deps: npm ci in ${dir#$here/}"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done

@@ -1,0 +1,72 @@
+#include "base/env.h"
+
+#include <cstdlib>
+
+#include "base/error.h"
+
+namespace moerl::env {
+
+std::optional<std::string> get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::string get_or(const char* name, const std::string& fallback) {
+  return get(name).value_or(fallback);
+}
+
+long get_int_or(const char* name, long fallback) {
+  auto v = get(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v->c_str(), &end, 10);
+  if (end == v->c_str() || *end != '\0') {
+    throw Error("environment variable " + std::string(name) + "='" + *v + "' is not an integer",
+                "unset it or give a whole number");
+  }
+  return x;
+}
+
+static std::optional<std::string> first_of(const char* a, const char* b) {
+  if (auto v = get(a)) return v;
+  return get(b);
+}
+
+static int int_of(const char* a, const char* b, int fallback) {
+  if (get(a)) return static_cast<int>(get_int_or(a, fallback));
+  return static_cast<int>(get_int_or(b, fallback));
+}
+
+Rendezvous rendezvous() {
+  Rendezvous r;
+  if (auto v = first_of("MASTER_ADDR", "PET_MASTER_ADDR")) r.master_addr = *v;
+  r.master_port = int_of("MASTER_PORT", "PET_MASTER_PORT", r.master_port);
+  r.world_size = int_of("WORLD_SIZE", "PET_WORLD_SIZE", 1);
+  r.rank = int_of("RANK", "PET_RANK", 0);
+  r.local_rank = int_of("LOCAL_RANK", "PET_LOCAL_RANK", r.rank);
+  if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size) {
+    throw Error("rendezvous: RANK=" + std::to_string(r.rank) + " WORLD_SIZE=" +
+                    std::to_string(r.world_size) + " is not a valid rank/world pair",
+                "RANK must be in [0, WORLD_SIZE); launch ranks with `moerl launch -n N`");
+  }
+  return r;
+}
+
+const std::vector<Known>& known_variables() {
+  static const std::vector<Known> kVars = {
+      {"MOERL_LOG_LEVEL", "debug|info|warn|error (default info)"},
+      {"MASTER_ADDR", "rendezvous host (PET_MASTER_ADDR also read)"},
+      {"MASTER_PORT", "rendezvous TCPStore port (PET_MASTER_PORT also read)"},
+      {"WORLD_SIZE", "number of ranks"},
+      {"RANK", "this process's rank"},
+      {"LOCAL_RANK", "rank within the node"},
+      {"FI_PROVIDER", "libfabric provider for the EP fabric transport (shm, tcp, efa)"},
+      {"AWS_ENDPOINT_URL_S3", "S3 endpoint override (then AWS_ENDPOINT_URL)"},
+      {"AWS_REGION", "S3 region (then AWS_DEFAULT_REGION)"},
+      {"OMP_NUM_THREADS", "intra-op threads for CPU tensor math"},
+  };
+  return kVars;
+}
+
+}  // namespace moerl::env

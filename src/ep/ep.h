@@ -1,0 +1,83 @@
+// Expert-parallel (EP) dispatch/combine, DeepEP-shaped. The model's MoE block talks only
+// to this interface; which transport runs underneath (loopback, fabric, alltoall
+// baseline, cuda_ipc) is chosen when the Group is created.
+//
+// Legend: T tokens on this rank, H hidden, K top-k, E global experts, R ranks,
+//         N tokens received by this rank (each source token counted once per rank).
+//
+//   std::shared_ptr<ep::Group> g = ep::make_group(cfg);      // or ep::loopback_group(E)
+//   ep::Layout layout = g->get_dispatch_layout(topk_idx_TK, E);
+//   ep::Dispatched d = g->dispatch(x_TH, topk_idx_TK, topk_weights_TK, layout);
+//   // run local experts on d.recv_x_NH using d.recv_topk_idx_NK (local ids, -1 = not here)
+//   at::Tensor y_TH = g->combine(expert_out_NH, d.handle);
+//
+// Autograd (ep/autograd.h): ep::dispatch_autograd / ep::combine_autograd wrap the calls
+// so that dispatch backward is a combine and combine backward is a dispatch.
+//
+// Thread-safety: a Group is used by one thread at a time. Collective: every rank must
+// make the same sequence of dispatch/combine calls. Failures (dead peer, timeout) throw
+// moerl::Error naming rank, peer and what was missing.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace moerl::ep {
+
+enum class Mode {
+  kNormal,      // high-throughput: count handshake, exact-size receive
+  kLowLatency,  // decode: fixed per-(local expert, source rank) slots, no size negotiation
+};
+
+struct Layout {
+  at::Tensor num_tokens_per_rank;    // [R] int64
+  at::Tensor num_tokens_per_expert;  // [E] int64
+  at::Tensor is_token_in_rank;       // [T,R] bool
+};
+
+// What a dispatch leaves behind for combine and for autograd (cached mode reuses it).
+struct Handle {
+  std::shared_ptr<void> state;  // transport-specific; opaque to callers
+  int64_t num_tokens = 0;       // T at the source
+  int64_t num_recv = 0;         // N at this rank
+};
+
+// In low-latency mode recv rows are fixed slots: rows that carry no token have
+// recv_topk_idx all -1 and weight 0, and experts skip them; combine ignores them.
+struct Dispatched {
+  at::Tensor recv_x_NH;
+  at::Tensor recv_topk_idx_NK;      // int64, local expert ids in [0, E/R) or -1
+  at::Tensor recv_topk_weights_NK;  // float32, 0 where recv_topk_idx is -1
+  std::vector<int64_t> num_recv_tokens_per_expert;  // [E/R]
+  Handle handle;
+};
+
+class Group {
+ public:
+  virtual ~Group() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual int64_t num_experts() const = 0;
+  int64_t num_local_experts() const { return num_experts() / world_size(); }
+
+  // Pure function of topk_idx; no communication.
+  virtual Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) = 0;
+  // Sends each token once to every rank holding one of its experts. With `cached`, the
+  // layout and count exchange are skipped and the previous routing is reused.
+  virtual Dispatched dispatch(const at::Tensor& x_TH, const at::Tensor& topk_idx_TK,
+                              const at::Tensor& topk_weights_TK, const Layout& layout,
+                              const Handle* cached = nullptr) = 0;
+  // Returns [T,H] at the source: for each source token, the sum of the y_NH rows that
+  // the ranks it was sent to return. Unweighted: the top-k weights are applied by the
+  // experts on the receiving rank (y = sum_k w_k * expert_k(x)), as in DeepEP.
+  virtual at::Tensor combine(const at::Tensor& y_NH, const Handle& handle) = 0;
+};
+
+// One rank, no transport: dispatch returns the input in place (a view where possible).
+std::shared_ptr<Group> loopback_group(int64_t num_experts);
+
+}  // namespace moerl::ep
