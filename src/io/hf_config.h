@@ -36,7 +36,9 @@ struct HfConfig {
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
   int64_t pad_token_id = -1;
-  std::string torch_dtype = "float32";
+  std::string torch_dtype = "float32";    // torch_dtype | dtype (transformers 5)
+  int64_t sliding_window = 0;          // 0 = full attention (mixtral sliding_window; qwen3_moe
+                                       // only when use_sliding_window is true)
 
   // True if layer `i` uses the MoE block (else a dense SwiGLU MLP).
   bool is_moe_layer(int64_t i) const;
