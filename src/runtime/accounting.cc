@@ -1,0 +1,75 @@
+// Accounting counters and their JSON export (summary.json "accounting").
+#include "runtime/accounting.h"
+
+#include <string>
+
+namespace moerl::runtime {
+
+const char* counter_name(Counter c) {
+  switch (c) {
+    case Counter::kTasksCreated: return "tasks_created";
+    case Counter::kTasksCompleted: return "tasks_completed";
+    case Counter::kSamplesTrained: return "samples_trained";
+    case Counter::kSamplesGenerated: return "samples_generated";
+    case Counter::kDuplicatesDropped: return "duplicates_dropped";
+    case Counter::kStaleDropped: return "stale_dropped";
+    case Counter::kTasksRequeued: return "tasks_requeued";
+    case Counter::kDeadLettered: return "dead_lettered";
+    case Counter::kCount: break;
+  }
+  return "unknown";
+}
+
+void Accounting::record_staleness(uint64_t versions_behind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++staleness_[versions_behind];
+}
+
+void Accounting::add_role_time(Role role, double busy_seconds, double idle_seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_[static_cast<int>(role)] += busy_seconds;
+  idle_[static_cast<int>(role)] += idle_seconds;
+}
+
+AccountingReport Accounting::report(int64_t still_queued) const {
+  AccountingReport r;
+  for (int i = 0; i < static_cast<int>(Counter::kCount); ++i) r.counters[i] = counters_[i].load();
+  r.still_queued = still_queued;
+  // NOTE: a stale record under the regenerate policy does not complete its task: the task is
+  // re-enqueued (attempt + 1) and stays queued; under the drop policy it completes. So every
+  // created task is completed, still queued or dead-lettered, or it was lost.
+  r.lost = r.get(Counter::kTasksCreated) - r.get(Counter::kTasksCompleted) - still_queued -
+           r.get(Counter::kDeadLettered);
+  r.queue_depth = queue_depth_.load();
+  std::lock_guard<std::mutex> lock(mu_);
+  r.staleness_histogram = staleness_;
+  auto fraction = [](double idle, double busy) { return idle + busy > 0 ? idle / (idle + busy) : 0.0; };
+  auto rate = [](int64_t n, double wall) { return wall > 0 ? static_cast<double>(n) / wall : 0.0; };
+  const int t = static_cast<int>(Role::kTrainer);
+  const int w = static_cast<int>(Role::kRollout);
+  r.trainer_idle_fraction = fraction(idle_[t], busy_[t]);
+  r.rollout_idle_fraction = fraction(idle_[w], busy_[w]);
+  r.trainer_samples_per_second = rate(r.get(Counter::kSamplesTrained), busy_[t] + idle_[t]);
+  r.rollout_samples_per_second = rate(r.get(Counter::kSamplesGenerated), busy_[w] + idle_[w]);
+  return r;
+}
+
+nlohmann::json AccountingReport::to_json() const {
+  nlohmann::json j;
+  for (int i = 0; i < static_cast<int>(Counter::kCount); ++i) {
+    j[counter_name(static_cast<Counter>(i))] = counters[i];
+  }
+  j["still_queued"] = still_queued;
+  j["lost"] = lost;
+  nlohmann::json hist = nlohmann::json::object();
+  for (const auto& [k, v] : staleness_histogram) hist[std::to_string(k)] = v;
+  j["staleness_histogram"] = hist;
+  j["queue_depth"] = queue_depth;
+  j["trainer_idle_fraction"] = trainer_idle_fraction;
+  j["rollout_idle_fraction"] = rollout_idle_fraction;
+  j["throughput"] = {{"trainer_samples_per_s", trainer_samples_per_second},
+                     {"rollout_samples_per_s", rollout_samples_per_second}};
+  return j;
+}
+
+}  // namespace moerl::runtime

@@ -1,0 +1,60 @@
+// BufferSnapshot encoding (magic "MRBS", version 1): the trainer-side buffer state that rides
+// in a trainer checkpoint. Records inside are nested experience records, each with its own
+// header and checksum.
+#include "runtime/experience_buffer.h"
+
+#include "base/error.h"
+#include "runtime/byte_codec.h"
+
+namespace moerl::runtime {
+namespace {
+
+constexpr char kSnapshotMagic[4] = {'M', 'R', 'B', 'S'};
+constexpr uint16_t kSnapshotVersion = 1;
+
+void put_records(ByteWriter& w, const std::vector<ExperienceRecord>& records) {
+  w.put<uint32_t>(static_cast<uint32_t>(records.size()));
+  for (const ExperienceRecord& r : records) w.put_string(encode_experience(r));
+}
+
+std::vector<ExperienceRecord> get_records(ByteReader& r) {
+  uint32_t n = r.get<uint32_t>();
+  std::vector<ExperienceRecord> out;
+  for (uint32_t i = 0; i < n; ++i) out.push_back(decode_experience(r.get_string()));
+  return out;
+}
+
+}  // namespace
+
+std::string BufferSnapshot::encode() const {
+  ByteWriter w;
+  w.put_string(cursor);
+  w.put<int64_t>(duplicates_dropped);
+  w.put<int64_t>(taken);
+  w.put<uint32_t>(static_cast<uint32_t>(seen.size()));
+  for (const std::string& key : seen) w.put_string(key);
+  put_records(w, pending);
+  put_records(w, ungot);
+  return frame_record(kSnapshotMagic, kSnapshotVersion, w.bytes());
+}
+
+BufferSnapshot BufferSnapshot::decode(std::string_view bytes) {
+  constexpr const char* kWhat = "experience buffer snapshot";
+  ByteReader r(unframe_record(bytes, kSnapshotMagic, kSnapshotVersion, kWhat), kWhat);
+  BufferSnapshot s;
+  s.cursor = r.get_string();
+  s.duplicates_dropped = r.get<int64_t>();
+  s.taken = r.get<int64_t>();
+  uint32_t num_seen = r.get<uint32_t>();
+  for (uint32_t i = 0; i < num_seen; ++i) s.seen.insert(r.get_string());
+  s.pending = get_records(r);
+  s.ungot = get_records(r);
+  if (r.remaining() != 0) {
+    throw Error(std::string(kWhat) + ": " + std::to_string(r.remaining()) +
+                    " unexpected bytes after the last field",
+                "the checkpoint was written by a different moerl build", ErrorCode::kIo);
+  }
+  return s;
+}
+
+}  // namespace moerl::runtime
