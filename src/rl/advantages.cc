@@ -1,0 +1,91 @@
+// Group-relative advantages (GRPO, Dr.GRPO, RLOO), token broadcast, GAE and whitening.
+#include "rl/advantages.h"
+
+#include "base/check.h"
+
+namespace moerl::rl {
+
+at::Tensor group_advantages(const at::Tensor& rewards_NG, AdvEstimator estimator, double eps) {
+  MOERL_CHECK_EQ(rewards_NG.dim(), 2) << "rewards must be [num_groups, G]";
+  MOERL_CHECK(estimator != AdvEstimator::kGae) << "GAE needs values; call gae()";
+  at::Tensor r = rewards_NG.to(at::kDouble);
+  int64_t g = r.size(1);
+  if (g <= 1) return at::zeros_like(rewards_NG);
+  at::Tensor mean = r.mean(1, /*keepdim=*/true);
+  at::Tensor a;
+  switch (estimator) {
+    case AdvEstimator::kGrpo:
+      a = (r - mean) / (r.std(1, /*unbiased=*/true, /*keepdim=*/true) + eps);
+      break;
+    case AdvEstimator::kDrGrpo:
+      a = r - mean;
+      break;
+    case AdvEstimator::kRloo: {
+      at::Tensor others = (r.sum(1, true) - r) / static_cast<double>(g - 1);
+      a = r - others;
+      break;
+    }
+    case AdvEstimator::kGae:
+      break;
+  }
+  return a.to(rewards_NG.scalar_type());
+}
+
+at::Tensor broadcast_to_tokens(const at::Tensor& adv_B, const at::Tensor& mask_BL) {
+  MOERL_CHECK_EQ(adv_B.dim(), 1);
+  MOERL_CHECK_EQ(mask_BL.dim(), 2);
+  MOERL_CHECK_EQ(adv_B.size(0), mask_BL.size(0));
+  return adv_B.unsqueeze(1) * mask_BL.to(adv_B.scalar_type());
+}
+
+at::Tensor token_rewards(const at::Tensor& outcome_B, const at::Tensor& mask_BL) {
+  MOERL_CHECK_EQ(outcome_B.dim(), 1);
+  MOERL_CHECK_EQ(mask_BL.dim(), 2);
+  MOERL_CHECK_EQ(outcome_B.size(0), mask_BL.size(0));
+  int64_t len = mask_BL.size(1);
+  at::Tensor valid = mask_BL.to(at::kBool);
+  // Index of the last valid token: argmax of position * valid (ties impossible past 0).
+  at::Tensor pos = at::arange(len, mask_BL.options().dtype(at::kLong)).unsqueeze(0);
+  at::Tensor last_B = (pos * valid.to(at::kLong)).argmax(1);
+  at::Tensor has_B = valid.any(1);
+  at::Tensor out = at::zeros(mask_BL.sizes(), outcome_B.options());
+  at::Tensor vals = outcome_B * has_B.to(outcome_B.scalar_type());
+  out.scatter_(1, last_B.unsqueeze(1), vals.unsqueeze(1));
+  return out;
+}
+
+Gae gae(const at::Tensor& rewards_BL, const at::Tensor& values_BL, const at::Tensor& mask_BL,
+        double gamma, double lambda) {
+  MOERL_CHECK_EQ(mask_BL.dim(), 2);
+  MOERL_CHECK(rewards_BL.sizes() == mask_BL.sizes()) << rewards_BL.sizes() << " vs " << mask_BL.sizes();
+  MOERL_CHECK(values_BL.sizes() == mask_BL.sizes()) << values_BL.sizes() << " vs " << mask_BL.sizes();
+  at::NoGradGuard no_grad;
+  at::Tensor r = rewards_BL.to(at::kDouble), v = values_BL.detach().to(at::kDouble);
+  at::Tensor m = mask_BL.to(at::kBool);
+  int64_t batch = mask_BL.size(0), len = mask_BL.size(1);
+  at::Tensor adv = at::zeros({batch, len}, r.options());
+  at::Tensor next_v = at::zeros({batch}, r.options());
+  at::Tensor next_a = at::zeros({batch}, r.options());
+  for (int64_t t = len - 1; t >= 0; --t) {
+    at::Tensor mt = m.select(1, t);
+    at::Tensor vt = v.select(1, t);
+    at::Tensor delta = r.select(1, t) + gamma * next_v - vt;
+    at::Tensor a = delta + gamma * lambda * next_a;
+    adv.select(1, t).copy_(at::where(mt, a, at::zeros_like(a)));
+    next_a = at::where(mt, a, next_a);
+    next_v = at::where(mt, vt, next_v);
+  }
+  at::Tensor ret = (adv + v) * m.to(at::kDouble);
+  return Gae{adv.to(rewards_BL.scalar_type()), ret.to(rewards_BL.scalar_type())};
+}
+
+at::Tensor whiten(const at::Tensor& x_BL, const at::Tensor& mask_BL) {
+  MOERL_CHECK(x_BL.sizes() == mask_BL.sizes()) << x_BL.sizes() << " vs " << mask_BL.sizes();
+  at::Tensor x = x_BL.to(at::kDouble), m = mask_BL.to(at::kDouble);
+  at::Tensor n = m.sum().clamp_min(1);
+  at::Tensor mean = (x * m).sum() / n;
+  at::Tensor var = ((x - mean).pow(2) * m).sum() / n;
+  return ((x - mean) / (var.sqrt() + 1e-8) * m).to(x_BL.scalar_type());
+}
+
+}  // namespace moerl::rl

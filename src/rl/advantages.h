@@ -1,0 +1,48 @@
+// Advantage estimators: group-relative (GRPO, Dr.GRPO, RLOO) on outcome rewards, and GAE
+// on token rewards with a critic's values. No autograd: call on detached tensors.
+// Tensor legend: N groups (prompts), G responses per group, B = N*G sequences, L tokens.
+//
+//   at::Tensor adv_NG = group_advantages(rewards_NG, AdvEstimator::kGrpo);
+//   at::Tensor adv_BL = broadcast_to_tokens(adv_NG.reshape({-1}), mask_BL);
+//   Gae g = gae(token_rewards(outcome_B, mask_BL), values_BL, mask_BL, 1.0, 0.95);
+// Pure functions; shape errors are MOERL_CHECK failures (a bug in the caller).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "rl/loss_config.h"
+
+namespace moerl::rl {
+
+// rewards_NG -> advantages_NG (float64 math, returned in the rewards' dtype):
+//   kGrpo:   (r - mean_g) / (std_g + eps), std with Bessel's correction (G - 1)
+//   kDrGrpo: r - mean_g
+//   kRloo:   r - mean of the other G - 1 rewards  (= G/(G-1) * (r - mean_g))
+// A group of one (G = 1) gets advantage 0. kGae is rejected (it needs values).
+at::Tensor group_advantages(const at::Tensor& rewards_NG, AdvEstimator estimator,
+                            double eps = 1e-6);
+
+// adv_B -> adv_BL: every valid token of a sequence gets the sequence's advantage; 0 elsewhere.
+at::Tensor broadcast_to_tokens(const at::Tensor& adv_B, const at::Tensor& mask_BL);
+
+// Token rewards for a critic: the outcome reward r_i sits on the last valid token of row i,
+// 0 elsewhere (and on rows without valid tokens).
+at::Tensor token_rewards(const at::Tensor& outcome_B, const at::Tensor& mask_BL);
+
+struct Gae {
+  at::Tensor advantages_BL;  // 0 at masked positions
+  at::Tensor returns_BL;     // advantages + values at valid positions, 0 elsewhere
+};
+
+// Generalised advantage estimation over the valid tokens of each row (masked positions are
+// skipped, so left/right padding and holes are fine; V after the last valid token is 0):
+//   delta_t = r_t + gamma * V_next - V_t,   A_t = delta_t + gamma * lambda * A_next
+// Returns are computed before any whitening.
+Gae gae(const at::Tensor& rewards_BL, const at::Tensor& values_BL, const at::Tensor& mask_BL,
+        double gamma, double lambda);
+
+// (x - mean) / (std + 1e-8) over the valid tokens of the whole batch (population std);
+// 0 at masked positions.
+at::Tensor whiten(const at::Tensor& x_BL, const at::Tensor& mask_BL);
+
+}  // namespace moerl::rl

@@ -1,0 +1,138 @@
+// Clipped / dual-clipped surrogate with behaviour correction, plus KL, entropy and router
+// terms, aggregated over the global batch.
+#include "rl/policy_loss.h"
+
+#include "base/check.h"
+#include "rl/aux_losses.h"
+#include "rl/kl.h"
+
+namespace moerl::rl {
+
+namespace {
+
+struct TokenTerms {
+  at::Tensor loss_BL;          // weighted surrogate per token
+  at::Tensor ratio_BL;         // rho (detached)
+  at::Tensor clipped_BL;       // bool
+  at::Tensor dual_clipped_BL;  // bool
+  at::Tensor weight_raw_BL;    // pi_old / pi_behav before the cap (detached)
+  at::Tensor capped_BL;        // bool
+};
+
+TokenTerms token_terms(const PolicyLossInputs& in, const LossConfig& cfg) {
+  const at::Tensor& mask = in.mask_BL;
+  MOERL_CHECK(mask.defined() && mask.dim() == 2) << "mask_BL must be [B, L]";
+  check_same_shape(in.logp_BL, mask, "logp_BL");
+  check_same_shape(in.advantages_BL, mask, "advantages_BL");
+  at::Tensor old = in.old_logp_BL.defined() ? in.old_logp_BL.detach() : in.logp_BL.detach();
+  check_same_shape(old, mask, "old_logp_BL");
+  if (cfg.behaviour_correction != BehaviourCorrection::kNone) {
+    MOERL_CHECK(in.behav_logp_BL.defined())
+        << "behaviour_correction = " << name_of(cfg.behaviour_correction)
+        << " needs the behaviour logprobs recorded at generation";
+  }
+  at::Tensor behav = in.behav_logp_BL.defined() ? in.behav_logp_BL.detach() : old;
+  check_same_shape(behav, mask, "behav_logp_BL");
+
+  at::Tensor adv = in.advantages_BL.detach().to(in.logp_BL.scalar_type());
+  TokenTerms t;
+  at::Tensor ratio = at::exp((in.logp_BL - old).clamp(-kLogRatioClamp, kLogRatioClamp));
+  at::Tensor surr1 = -adv * ratio;
+  at::Tensor surr2 = -adv * ratio.clamp(1.0 - cfg.eps_low, 1.0 + cfg.eps_high);
+  at::Tensor loss = at::maximum(surr1, surr2);
+  t.clipped_BL = (surr2 > surr1).detach();
+  if (cfg.dual_clip > 0) {
+    at::Tensor cap = -cfg.dual_clip * adv;
+    at::Tensor neg = adv < 0;
+    t.dual_clipped_BL = (neg & (cap < loss)).detach();
+    loss = at::where(neg, at::minimum(loss, cap), loss);
+  } else {
+    t.dual_clipped_BL = at::zeros_like(t.clipped_BL);
+  }
+
+  at::Tensor w_raw = at::exp((old - behav).clamp(-kLogRatioClamp, kLogRatioClamp));
+  t.weight_raw_BL = w_raw;
+  switch (cfg.behaviour_correction) {
+    case BehaviourCorrection::kNone:
+      t.capped_BL = at::zeros_like(t.clipped_BL);
+      break;
+    case BehaviourCorrection::kTis:
+      t.capped_BL = w_raw > cfg.tis_cap;
+      loss = loss * w_raw.clamp(0.0, cfg.tis_cap).to(loss.scalar_type());
+      break;
+    case BehaviourCorrection::kDecoupled:
+      // NOTE: as AReaL's behav_imp_weight_cap: tokens whose weight exceeds the cap are
+      // dropped (weight 0), not truncated; they still count in the global denominator.
+      t.capped_BL = w_raw > cfg.tis_cap;
+      loss = loss * at::where(t.capped_BL, at::zeros_like(w_raw), w_raw).to(loss.scalar_type());
+      break;
+  }
+  t.loss_BL = loss;
+  t.ratio_BL = ratio.detach();
+  return t;
+}
+
+double local_mean(const at::Tensor& x, const at::Tensor& mask) {
+  return masked_mean(x.to(at::kDouble), mask).item<double>();
+}
+
+}  // namespace
+
+at::Tensor policy_token_loss(const PolicyLossInputs& in, const LossConfig& cfg) {
+  return token_terms(in, cfg).loss_BL;
+}
+
+PolicyLoss compute_policy_loss(const PolicyLossInputs& in, const LossConfig& cfg) {
+  TokenTerms t = token_terms(in, cfg);
+  const at::Tensor& mask = in.mask_BL;
+  PolicyLoss out;
+  PolicyLossMetrics& m = out.metrics;
+
+  at::Tensor pg = aggregate(t.loss_BL, mask, cfg.loss_agg, in.norm);
+  at::Tensor total = pg;
+  m.pg_loss = pg.item<double>();
+
+  if (cfg.kl_coef > 0 && cfg.kl_in == KlPlacement::kLoss) {
+    MOERL_CHECK(in.ref_logp_BL.defined()) << "kl_coef > 0 with kl_in = loss needs ref_logp_BL";
+    check_same_shape(in.ref_logp_BL, mask, "ref_logp_BL");
+    at::Tensor kl = aggregate(kl_penalty(in.logp_BL, in.ref_logp_BL, cfg.kl_estimator), mask,
+                              cfg.loss_agg, in.norm);
+    total = total + cfg.kl_coef * kl;
+    m.kl_loss = kl.item<double>();
+  }
+  if (in.entropy_BL.defined()) {
+    check_same_shape(in.entropy_BL, mask, "entropy_BL");
+    m.entropy = local_mean(in.entropy_BL.detach(), mask);
+    if (cfg.entropy_coef > 0) {
+      total = total - cfg.entropy_coef * aggregate(in.entropy_BL, mask, cfg.loss_agg, in.norm);
+    }
+  } else {
+    MOERL_CHECK(cfg.entropy_coef == 0) << "entropy_coef > 0 needs entropy_BL";
+  }
+  if (!in.router_logits_TE.empty()) {
+    MOERL_CHECK_GT(in.num_experts, 0) << "router terms need num_experts";
+    at::Tensor lb = load_balancing_loss(in.router_logits_TE, in.topk_idx_TK, in.num_experts,
+                                        in.router_token_mask_T);
+    at::Tensor z = router_z_loss(in.router_logits_TE, in.router_token_mask_T);
+    m.lb_loss = lb.item<double>();
+    m.z_loss = z.item<double>();
+    total = total + in.aux_scale * (cfg.aux_loss_coef * lb + cfg.z_loss_coef * z).to(total.scalar_type());
+  }
+  out.loss = total;
+  m.loss = total.item<double>();
+
+  at::NoGradGuard no_grad;
+  at::Tensor valid = mask.to(at::kBool);
+  m.num_tokens = valid.sum().item<double>();
+  m.clip_frac = local_mean(t.clipped_BL, mask);
+  m.dual_clip_frac = local_mean(t.dual_clipped_BL, mask);
+  at::Tensor rho = t.ratio_BL.to(at::kDouble);
+  m.approx_kl = local_mean(rho - 1.0 - rho.log(), mask);
+  m.ratio_mean = local_mean(rho, mask);
+  m.ratio_max = m.num_tokens > 0 ? rho.masked_select(valid).max().item<double>() : 0.0;
+  m.behav_weight_mean = local_mean(t.weight_raw_BL, mask);
+  m.behav_capped_frac = local_mean(t.capped_BL, mask);
+  return out;
+}
+
+}  // namespace moerl::rl

@@ -1,0 +1,42 @@
+// Clipped value loss for the PPO critic.
+#include "rl/value_loss.h"
+
+#include "base/check.h"
+
+namespace moerl::rl {
+
+at::Tensor value_token_loss(const ValueLossInputs& in, double value_clip) {
+  MOERL_CHECK(in.mask_BL.defined() && in.mask_BL.dim() == 2) << "mask_BL must be [B, L]";
+  check_same_shape(in.values_BL, in.mask_BL, "values_BL");
+  check_same_shape(in.returns_BL, in.mask_BL, "returns_BL");
+  at::Tensor ret = in.returns_BL.detach().to(in.values_BL.scalar_type());
+  at::Tensor unclipped = (in.values_BL - ret).pow(2);
+  if (value_clip <= 0) return 0.5 * unclipped;
+  check_same_shape(in.old_values_BL, in.mask_BL, "old_values_BL");
+  at::Tensor old = in.old_values_BL.detach().to(in.values_BL.scalar_type());
+  at::Tensor v_clip = old + (in.values_BL - old).clamp(-value_clip, value_clip);
+  return 0.5 * at::maximum(unclipped, (v_clip - ret).pow(2));
+}
+
+ValueLoss compute_value_loss(const ValueLossInputs& in, const LossConfig& cfg) {
+  at::Tensor tok = value_token_loss(in, cfg.value_clip);
+  at::Tensor agg = aggregate(tok, in.mask_BL, cfg.loss_agg, in.norm);
+  ValueLoss out;
+  out.loss = cfg.value_coef * agg;
+  ValueLossMetrics& m = out.metrics;
+  m.value_loss = agg.item<double>();
+  at::NoGradGuard no_grad;
+  m.num_tokens = in.mask_BL.to(at::kDouble).sum().item<double>();
+  if (cfg.value_clip > 0) {
+    at::Tensor v = in.values_BL.detach(), old = in.old_values_BL.detach();
+    at::Tensor ret = in.returns_BL.detach().to(v.scalar_type());
+    at::Tensor v_clip = old + (v - old).clamp(-cfg.value_clip, cfg.value_clip);
+    m.clip_frac = masked_mean(((v_clip - ret).pow(2) > (v - ret).pow(2)).to(at::kDouble), in.mask_BL)
+                      .item<double>();
+  }
+  m.value_mean = masked_mean(in.values_BL.detach().to(at::kDouble), in.mask_BL).item<double>();
+  m.return_mean = masked_mean(in.returns_BL.detach().to(at::kDouble), in.mask_BL).item<double>();
+  return out;
+}
+
+}  // namespace moerl::rl
