@@ -56,6 +56,7 @@ Rendezvous rendezvous() {
 const std::vector<Known>& known_variables() {
   static const std::vector<Known> kVars = {
       {"MOERL_LOG_LEVEL", "debug|info|warn|error (default info)"},
+      {"MOERL_PROGRESS", "progress display: bar|plain|off (default: bar on a terminal, else plain)"},
       {"MASTER_ADDR", "rendezvous host (PET_MASTER_ADDR also read)"},
       {"MASTER_PORT", "rendezvous TCPStore port (PET_MASTER_PORT also read)"},
       {"WORLD_SIZE", "number of ranks"},

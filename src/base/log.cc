@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "base/env.h"
+#include "base/progress.h"
 
 namespace moerl {
 namespace {
@@ -43,7 +44,8 @@ LogLine::~LogLine() {
   std::snprintf(head, sizeof(head), "[moerl %c %02d:%02d:%02d.%03d%s%s] ",
                 kTag[static_cast<int>(level_)], tm.tm_hour, tm.tm_min, tm.tm_sec, ms,
                 rank.empty() ? "" : " r", rank.c_str());
-  std::string line = head + os_.str() + "\n";
+  // A progress bar on screen is cleared first and redrawn after the line.
+  std::string line = progress_wrap_log_line(head + os_.str() + "\n");
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
 }
