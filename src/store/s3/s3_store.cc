@@ -1,0 +1,382 @@
+// S3Store: ObjectStore operations as S3 calls; parallel multipart upload and ranged download.
+#include "store/s3/s3_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <iomanip>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "store/file_util.h"
+#include "store/s3/xml.h"
+
+namespace moerl::store::s3 {
+
+static constexpr uint64_t kMinPartSize = 5ull << 20;
+static constexpr uint64_t kMaxParts = 10000;
+
+int64_t parse_http_date(const std::string& s) {
+  std::tm tm{};
+  std::istringstream in(s);
+  in.imbue(std::locale::classic());
+  in >> std::get_time(&tm, "%a, %d %b %Y %H:%M:%S");
+  if (in.fail()) return 0;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+S3Store::S3Store(const std::string& uri, const S3Options& options, std::shared_ptr<CredentialsProvider> credentials) {
+  if (uri.rfind("s3://", 0) != 0) throw Error("'" + uri + "' is not an s3:// URI", "write s3://bucket/prefix");
+  std::string rest = uri.substr(5);
+  size_t slash = rest.find('/');
+  std::string bucket = rest.substr(0, slash);
+  prefix_ = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
+  if (bucket.empty()) throw Error("S3 URI '" + uri + "' has no bucket", "write s3://bucket/prefix");
+  if (!prefix_.empty()) validate_key(prefix_);
+  uri_ = "s3://" + bucket + (prefix_.empty() ? "" : "/" + prefix_);
+  if (options.part_size < kMinPartSize) {
+    throw Error("S3 part size " + std::to_string(options.part_size) + " bytes is below S3's 5 MiB minimum",
+                "set [store].part_size_mib >= 5");
+  }
+  if (!credentials) credentials = default_credentials_provider(S3Client::resolve_region(options));
+  client_ = std::make_unique<S3Client>(options, bucket, std::move(credentials));
+}
+
+std::unique_ptr<ObjectStore> open_s3_store(const std::string& uri, const S3Options& options) {
+  return std::make_unique<S3Store>(uri, options);
+}
+
+std::string S3Store::full(const std::string& key) const {
+  validate_key(key);
+  return join_key(prefix_, key);
+}
+
+std::string S3Store::relative(const std::string& full_key) const {
+  if (prefix_.empty()) return full_key;
+  return full_key.substr(std::min(full_key.size(), prefix_.size() + 1));
+}
+
+void S3Store::put(const std::string& key, std::string_view bytes) {
+  S3Call c{"PutObject", "PUT", full(key)};
+  c.body = bytes;
+  S3Result r = client_->execute(c);
+  if (r.status != 200) client_->fail(c, r);
+}
+
+namespace {
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+}  // namespace
+
+void S3Store::put_file(const std::string& key, const std::string& path) {
+  std::string k = full(key);
+  uint64_t size = file_size(path);
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) throw io_error("open", path, errno, uri_);
+  if (size < client_->options().multipart_threshold) {
+    S3Call c{"PutObject", "PUT", k};
+    c.body_fd = f.fd;
+    c.body_length = size;
+    S3Result r = client_->execute(c);
+    if (r.status != 200) client_->fail(c, r);
+    return;
+  }
+  multipart_upload(k, f.fd, size);
+}
+
+void S3Store::multipart_upload(const std::string& k, int fd, uint64_t size) {
+  uint64_t part_size = std::max(client_->options().part_size, (size + kMaxParts - 1) / kMaxParts);
+  part_size = (part_size + (1 << 20) - 1) & ~uint64_t{(1 << 20) - 1};
+  uint64_t num_parts = std::max<uint64_t>(1, (size + part_size - 1) / part_size);
+
+  S3Call create{"CreateMultipartUpload", "POST", k, {{"uploads", ""}}};
+  S3Result cr = client_->execute(create);
+  if (cr.status != 200) client_->fail(create, cr);
+  std::string upload_id = parse_xml(cr.body, "CreateMultipartUpload response").text_of("UploadId");
+  if (upload_id.empty()) {
+    throw Error("CreateMultipartUpload " + client_->where(k) + ": response has no UploadId", "check the endpoint",
+                ErrorCode::kIo);
+  }
+  auto abort_upload = [&] {
+    try {
+      abort_pending({relative(k), upload_id, 0});
+    } catch (const std::exception& e) {
+      MOERL_LOG(WARN) << "s3: could not abort upload " << upload_id << " of " << client_->where(k) << ": " << e.what()
+                      << " (cleanup() will abort it later)";
+    }
+  };
+
+  std::vector<std::string> etags(num_parts);
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex err_mu;
+  std::exception_ptr first_error;  // guarded by err_mu: the first worker failure is reported
+  auto worker = [&] {
+    while (!failed.load()) {
+      uint64_t i = next++;
+      if (i >= num_parts) return;
+      try {
+        S3Call c{"UploadPart", "PUT", k, {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}}};
+        c.body_fd = fd;
+        c.body_offset = i * part_size;
+        c.body_length = std::min(part_size, size - c.body_offset);
+        S3Result r = client_->execute(c);
+        if (r.status != 200) client_->fail(c, r);
+        etags[i] = r.header("etag");
+        if (etags[i].empty()) {
+          throw Error("UploadPart " + client_->where(k) + " part " + std::to_string(i + 1) + ": no ETag in the response",
+                      "check the endpoint", ErrorCode::kIo);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!first_error) first_error = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  int threads = static_cast<int>(std::min<uint64_t>(num_parts, static_cast<uint64_t>(client_->options().concurrency)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (first_error) {
+    abort_upload();
+    std::rethrow_exception(first_error);
+  }
+
+  std::string xml = "<CompleteMultipartUpload>";
+  for (uint64_t i = 0; i < num_parts; ++i) {
+    xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + xml_escape(etags[i]) + "</ETag></Part>";
+  }
+  xml += "</CompleteMultipartUpload>";
+  S3Call done{"CompleteMultipartUpload", "POST", k, {{"uploadId", upload_id}}};
+  done.body = xml;
+  done.error_in_ok_body = true;
+  S3Result r = client_->execute(done);
+  if (r.status == 200 && r.error_code.empty()) return;
+  // A retried Complete whose first attempt landed answers NoSuchUpload: the object is there.
+  if (r.ambiguous && r.error_code == "NoSuchUpload") {
+    auto h = head(relative(k));
+    if (h && h->size == size) return;
+  }
+  abort_upload();
+  client_->fail(done, r);
+}
+
+PutOutcome S3Store::put_if_absent(const std::string& key, std::string_view bytes) {
+  S3Call c{"PutObject", "PUT", full(key)};
+  c.body = bytes;
+  c.headers = {{"If-None-Match", "*"}};
+  S3Result r = client_->execute(c);
+  if (r.status == 200) return PutOutcome::kCreated;
+  if (r.status == 412) {
+    // If an earlier attempt may have landed, the object there may be our own write.
+    if (r.ambiguous && get(key) == bytes) return PutOutcome::kCreated;
+    return PutOutcome::kAlreadyExists;
+  }
+  if (r.status == 501) {
+    throw Error("PutObject " + client_->where(c.key) + " with If-None-Match: * is not supported by this endpoint",
+                "the commit protocol needs conditional writes; use AWS S3 or a server that supports them",
+                ErrorCode::kInvalidInput);
+  }
+  client_->fail(c, r);
+}
+
+std::string S3Store::get(const std::string& key) {
+  S3Call c{"GetObject", "GET", full(key)};
+  S3Result r = client_->execute(c);
+  if (r.status != 200) client_->fail(c, r);
+  return std::move(r.body);
+}
+
+std::string S3Store::get_range(const std::string& key, uint64_t offset, uint64_t length) {
+  auto out_of_range = [&](uint64_t size) {
+    return Error(uri_ + ": range offset " + std::to_string(offset) + " is past the end of '" + key + "' (" +
+                     std::to_string(size) + " bytes)",
+                 "read at offsets below the object's size (see head())");
+  };
+  if (length == 0) {
+    auto h = head(key);
+    if (!h) throw Error(uri_ + ": no object '" + key + "'", "list the prefix with `moerl store ls`", ErrorCode::kNotFound);
+    if (offset > h->size) throw out_of_range(h->size);
+    return "";
+  }
+  S3Call c{"GetObject", "GET", full(key)};
+  c.headers = {{"Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1)}};
+  S3Result r = client_->execute(c);
+  if (r.status == 206) return std::move(r.body);
+  if (r.status == 200) return r.body.substr(std::min<uint64_t>(offset, r.body.size()), length);  // range ignored
+  if (r.status == 416) {
+    auto h = head(key);
+    if (h && offset == h->size) return "";
+    throw out_of_range(h ? h->size : 0);
+  }
+  client_->fail(c, r);
+}
+
+void S3Store::download_range(const std::string& k, int fd, const std::string& path, uint64_t offset, uint64_t length,
+                             const std::string& etag) {
+  uint64_t got = 0;
+  S3Call c{"GetObject", "GET", k};
+  c.sink = [&](const char* d, size_t n) {
+    if (got + n > length) return false;
+    pwrite_all(fd, d, n, offset + got, path);
+    got += n;
+    return true;
+  };
+  // Each attempt asks only for what is still missing (resume after a dropped connection).
+  c.before_attempt = [&](S3Call& call) {
+    call.headers = {{"Range", "bytes=" + std::to_string(offset + got) + "-" + std::to_string(offset + length - 1)}};
+    if (!etag.empty()) call.headers.push_back({"If-Match", etag});
+  };
+  S3Result r = client_->execute(c);
+  if (r.status == 412) {
+    throw Error("GetObject " + client_->where(k) + ": the object changed during the download", "retry the download",
+                ErrorCode::kIo);
+  }
+  if (r.status != 206 && r.status != 200) client_->fail(c, r);
+  if (got != length) {
+    throw Error("GetObject " + client_->where(k) + ": got " + std::to_string(got) + " of " + std::to_string(length) +
+                    " bytes at offset " + std::to_string(offset),
+                "retry; the endpoint closed the transfer early", ErrorCode::kIo);
+  }
+}
+
+void S3Store::get_file(const std::string& key, const std::string& path) {
+  std::string k = full(key);
+  auto h = head(key);
+  if (!h) throw Error(uri_ + ": no object '" + key + "'", "list the prefix with `moerl store ls`", ErrorCode::kNotFound);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string tmp = path + ".moerl-part-" + std::to_string(rng() % 100000000);
+  Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (f.fd < 0) throw io_error("create", tmp, errno, uri_);
+  try {
+    if (h->size > 0 && ::ftruncate(f.fd, static_cast<off_t>(h->size)) != 0) throw io_error("allocate", tmp, errno, uri_);
+    uint64_t chunk = client_->options().part_size;
+    uint64_t num_chunks = h->size == 0 ? 0 : (h->size + chunk - 1) / chunk;
+    std::atomic<uint64_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex err_mu;
+    std::exception_ptr first_error;  // guarded by err_mu
+    auto worker = [&] {
+      while (!failed.load()) {
+        uint64_t i = next++;
+        if (i >= num_chunks) return;
+        try {
+          download_range(k, f.fd, tmp, i * chunk, std::min(chunk, h->size - i * chunk), h->etag);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(err_mu);
+          if (!first_error) first_error = std::current_exception();
+          failed = true;
+        }
+      }
+    };
+    int threads = static_cast<int>(std::min<uint64_t>(num_chunks, static_cast<uint64_t>(client_->options().concurrency)));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+    if (first_error) std::rethrow_exception(first_error);
+    if (::fsync(f.fd) != 0) throw io_error("fsync", tmp, errno, uri_);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw io_error("rename into", path, errno, uri_);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+}
+
+std::optional<ObjectInfo> S3Store::head(const std::string& key) {
+  S3Call c{"HeadObject", "HEAD", full(key)};
+  S3Result r = client_->execute(c);
+  if (r.status == 404) return std::nullopt;
+  if (r.status != 200) client_->fail(c, r);
+  ObjectInfo o;
+  o.key = key;
+  o.size = std::stoull(r.header("content-length").empty() ? "0" : r.header("content-length"));
+  o.etag = r.header("etag");
+  o.mtime_unix = parse_http_date(r.header("last-modified"));
+  return o;
+}
+
+void S3Store::remove(const std::string& key) {
+  S3Call c{"DeleteObject", "DELETE", full(key)};
+  S3Result r = client_->execute(c);
+  if (r.status == 204 || r.status == 200 || r.status == 404) return;
+  client_->fail(c, r);
+}
+
+std::vector<ObjectInfo> S3Store::list(const std::string& prefix) {
+  validate_prefix(prefix);
+  std::string p = prefix_.empty() ? prefix : prefix_ + "/" + prefix;
+  std::vector<ObjectInfo> out;
+  std::string token;
+  for (int page = 0;; ++page) {
+    S3Call c{"ListObjectsV2", "GET", "", {{"list-type", "2"}, {"prefix", p}}};
+    if (!token.empty()) c.query.push_back({"continuation-token", token});
+    S3Result r = client_->execute(c);
+    if (r.status != 200) client_->fail(c, r);
+    XmlNode doc = parse_xml(r.body, "ListObjectsV2 response");
+    for (const XmlNode* o : doc.all("Contents")) {
+      std::string k = o->text_of("Key");
+      if (k.compare(0, p.size(), p) != 0) continue;
+      out.push_back({relative(k), std::stoull(o->text_of("Size", "0")), o->text_of("ETag"),
+                     parse_iso8601(o->text_of("LastModified")).value_or(0)});
+    }
+    if (doc.text_of("IsTruncated") != "true") break;
+    token = doc.text_of("NextContinuationToken");
+    if (token.empty()) {
+      throw Error("ListObjectsV2 " + client_->where(p) + ": truncated page without NextContinuationToken",
+                  "the endpoint is not S3-compatible enough for listing", ErrorCode::kIo);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+std::vector<PendingUpload> S3Store::list_pending(const std::string& prefix) {
+  validate_prefix(prefix);
+  std::string p = prefix_.empty() ? prefix : prefix_ + "/" + prefix;
+  std::vector<PendingUpload> out;
+  std::string key_marker, id_marker;
+  while (true) {
+    S3Call c{"ListMultipartUploads", "GET", "", {{"uploads", ""}, {"prefix", p}}};
+    if (!key_marker.empty()) c.query.push_back({"key-marker", key_marker});
+    if (!id_marker.empty()) c.query.push_back({"upload-id-marker", id_marker});
+    S3Result r = client_->execute(c);
+    if (r.status != 200) client_->fail(c, r);
+    XmlNode doc = parse_xml(r.body, "ListMultipartUploads response");
+    for (const XmlNode* u : doc.all("Upload")) {
+      std::string k = u->text_of("Key");
+      if (k.compare(0, p.size(), p) != 0) continue;
+      out.push_back({relative(k), u->text_of("UploadId"), parse_iso8601(u->text_of("Initiated")).value_or(0)});
+    }
+    if (doc.text_of("IsTruncated") != "true") break;
+    key_marker = doc.text_of("NextKeyMarker");
+    id_marker = doc.text_of("NextUploadIdMarker");
+    if (key_marker.empty()) break;
+  }
+  return out;
+}
+
+void S3Store::abort_pending(const PendingUpload& upload) {
+  S3Call c{"AbortMultipartUpload", "DELETE", full(upload.key), {{"uploadId", upload.upload_id}}};
+  S3Result r = client_->execute(c);
+  if (r.status == 204 || r.status == 200 || r.error_code == "NoSuchUpload") return;
+  client_->fail(c, r);
+}
+
+}  // namespace moerl::store::s3
