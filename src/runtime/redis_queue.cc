@@ -1,0 +1,490 @@
+// RedisTaskQueue / RedisExperienceBuffer over Redis Streams. Ownership-checked lease
+// operations are Lua scripts (atomic on the server); everything else is plain commands.
+#include "runtime/redis_queue.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace moerl::runtime {
+namespace {
+
+// KEYS[1] tasks stream. ARGV: 1 group, 2 entry id, 3 worker, 4 delivery count, ...
+// Returns 0 unless the entry is pending for ARGV[3] with delivery count ARGV[4].
+constexpr const char* kOwnedPrologue = R"lua(
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[3] or tonumber(p[1][4]) ~= tonumber(ARGV[4]) then return 0 end
+)lua";
+
+// Resets the idle time without counting a delivery.
+constexpr const char* kRenewBody = R"lua(
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
+return 1
+)lua";
+
+constexpr const char* kAckBody = R"lua(
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+)lua";
+
+// ARGV[5] hand-back consumer, ARGV[6] idle ms: the entry looks long expired, so the next
+// XAUTOCLAIM by any worker takes it.
+constexpr const char* kNackBody = R"lua(
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[5], 0, ARGV[2], 'IDLE', ARGV[6], 'JUSTID')
+return 1
+)lua";
+
+// KEYS[2] dead stream; ARGV[5] task bytes.
+constexpr const char* kDeadLetterBody = R"lua(
+redis.call('XADD', KEYS[2], '*', 'task', ARGV[5], 'deliveries', ARGV[4], 'worker', ARGV[3], 'id', ARGV[2])
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+)lua";
+
+// KEYS[1] tasks, KEYS[2] dead; ARGV[1] group, ARGV[2] hand-back consumer.
+constexpr const char* kDepthScript = R"lua(
+local xlen = redis.call('XLEN', KEYS[1])
+local dead = redis.call('XLEN', KEYS[2])
+local pending, handback = 0, 0
+local ok, s = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1])
+if ok then
+  pending = s[1]
+  if s[4] then
+    for _, c in ipairs(s[4]) do
+      if c[1] == ARGV[2] then handback = tonumber(c[2]) end
+    end
+  end
+end
+return {xlen, pending, handback, dead}
+)lua";
+
+// NOTE: must stay below the Unix time in ms, or Redis clamps the delivery time to now.
+constexpr const char* kHandbackIdleMs = "1000000000";
+
+bool is_nogroup(const RedisReply& r) { return r.is_error() && r.str.rfind("NOGROUP", 0) == 0; }
+
+struct StreamEntry {
+  std::string id;
+  std::vector<std::pair<std::string, std::string>> fields;  // empty if deleted
+  const std::string* field(const std::string& name) const {
+    for (const auto& [k, v] : fields) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  }
+};
+
+std::vector<StreamEntry> parse_entries(const RedisReply& list) {
+  std::vector<StreamEntry> out;
+  if (!list.is_array()) return out;
+  for (const RedisReply& e : list.elements) {
+    StreamEntry se;
+    se.id = e.at(0).str;
+    const RedisReply& f = e.at(1);
+    if (f.is_array()) {
+      for (size_t i = 0; i + 1 < f.elements.size(); i += 2) {
+        se.fields.emplace_back(f.elements[i].str, f.elements[i + 1].str);
+      }
+    }
+    out.push_back(std::move(se));
+  }
+  return out;
+}
+
+// XREADGROUP / XREAD reply: nil, or [[stream, entries]].
+std::vector<StreamEntry> parse_read(const RedisReply& r) {
+  if (r.is_nil() || !r.is_array() || r.elements.empty()) return {};
+  return parse_entries(r.at(0).at(1));
+}
+
+void throw_if_error(const RedisReply& r, const std::string& what) {
+  if (r.is_error()) {
+    throw Error("redis " + what + " failed: " + r.str,
+                "check that the server is Redis 7+ and the key is not used by something else",
+                ErrorCode::kIo);
+  }
+}
+
+std::string ms(double seconds) {
+  return std::to_string(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000.0)));
+}
+
+}  // namespace
+
+RedisKeys::RedisKeys(const std::string& ns)
+    : tasks(ns + ":tasks"),
+      dead(ns + ":tasks:dead"),
+      experience(ns + ":experience"),
+      weights(ns + ":weights"),
+      weights_latest(ns + ":weights:latest") {
+  if (ns.empty() || ns.find_first_of(" \t\n{}") != std::string::npos) {
+    throw Error("redis namespace '" + ns + "' is empty or has spaces/braces",
+                "set runtime.namespace to a job name such as \"job42\"");
+  }
+}
+
+RedisTaskQueue::RedisTaskQueue(const RedisUrl& url, const std::string& ns, QueueOptions options,
+                               RedisOptions redis)
+    : keys_(ns), options_(options), reader_(url, redis), control_(url, redis) {
+  if (options_.max_deliveries < 1) {
+    throw Error("queue: max_deliveries=0, expected >= 1",
+                "set runtime.max_deliveries to the deliveries allowed before dead-lettering (e.g. 5)");
+  }
+}
+
+void RedisTaskQueue::ensure_group(Deadline deadline) {
+  RedisReply r = control_.command(
+      {"XGROUP", "CREATE", keys_.tasks, RedisKeys::kTaskGroup, "0", "MKSTREAM"}, deadline);
+  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) throw_if_error(r, "XGROUP CREATE " + keys_.tasks);
+}
+
+RedisReply RedisTaskQueue::group_command(RedisClient& c, const std::vector<std::string>& argv,
+                                         Deadline deadline, double block_seconds) {
+  RedisReply r = c.command(argv, deadline, block_seconds);
+  if (is_nogroup(r)) {
+    ensure_group(deadline);
+    r = c.command(argv, deadline, block_seconds);
+  }
+  throw_if_error(r, argv[0] + " " + keys_.tasks);
+  return r;
+}
+
+void RedisTaskQueue::enqueue(const TaskUnit& task, Deadline deadline) {
+  std::string bytes = encode_task(task);
+  control_.command_ok({"XADD", keys_.tasks, "*", "task", bytes}, deadline);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.enqueued;
+}
+
+uint32_t RedisTaskQueue::delivery_count(const std::string& id, const std::string& worker,
+                                        Deadline deadline) {
+  RedisReply r = group_command(control_, {"XPENDING", keys_.tasks, RedisKeys::kTaskGroup, id, id, "1"},
+                               deadline);
+  if (!r.is_array() || r.elements.empty()) return 0;  // no longer pending (acked meanwhile)
+  const RedisReply& p = r.at(0);
+  if (p.at(1).str != worker) return 0;                // taken by another worker meanwhile
+  return static_cast<uint32_t>(p.at(3).integer);
+}
+
+bool RedisTaskQueue::owned_script(const char* body, const Lease& lease, Deadline deadline) {
+  std::string script = std::string(kOwnedPrologue) + body;
+  RedisReply r = control_.command(
+      {"EVAL", script, "1", keys_.tasks, RedisKeys::kTaskGroup, lease.lease_id, lease.worker,
+       std::to_string(lease.delivery_count), RedisKeys::kHandback, kHandbackIdleMs},
+      deadline);
+  if (is_nogroup(r)) return false;  // the stream is gone: nothing is held
+  throw_if_error(r, "lease script on " + keys_.tasks);
+  return r.integer == 1;
+}
+
+void RedisTaskQueue::admit(const std::vector<Entry>& entries, const std::string& worker, bool fresh,
+                           double lease_seconds, Deadline deadline, std::vector<Lease>* out) {
+  for (const Entry& e : entries) {
+    if (e.task_bytes.empty()) {
+      // Deleted while pending (e.g. trimmed by an operator): nothing to do but forget it.
+      control_.command({"XACK", keys_.tasks, RedisKeys::kTaskGroup, e.id}, deadline);
+      continue;
+    }
+    uint32_t count = fresh ? 1 : delivery_count(e.id, worker, deadline);
+    if (count == 0) continue;
+    TaskUnit task;
+    bool corrupt = false;
+    try {
+      task = decode_task(e.task_bytes);
+    } catch (const Error& err) {
+      MOERL_LOG(ERROR) << "task queue " << keys_.tasks << " entry " << e.id
+                       << " cannot be decoded, dead-lettering it: " << err.what();
+      corrupt = true;
+    }
+    if (corrupt || count > options_.max_deliveries) {
+      std::string script = std::string(kOwnedPrologue) + kDeadLetterBody;
+      RedisReply r = control_.command({"EVAL", script, "2", keys_.tasks, keys_.dead,
+                                       RedisKeys::kTaskGroup, e.id, worker, std::to_string(count),
+                                       e.task_bytes},
+                                      deadline);
+      throw_if_error(r, "dead-letter script on " + keys_.tasks);
+      if (r.integer == 1) {
+        MOERL_LOG(WARN) << "task " << (corrupt ? e.id : task.task_id) << " dead-lettered after "
+                        << count << " deliveries (limit " << options_.max_deliveries << ")";
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.dead_lettered;
+      }
+      continue;
+    }
+    if (!fresh) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.requeued;
+    }
+    out->push_back(Lease{e.id, worker, count, lease_seconds, std::move(task)});
+  }
+}
+
+std::vector<Lease> RedisTaskQueue::lease(const std::string& worker, int n, double lease_seconds,
+                                         Deadline deadline) {
+  if (n < 1 || lease_seconds <= 0 || worker.empty() || worker == RedisKeys::kHandback) {
+    throw Error("queue lease: worker='" + worker + "' n=" + std::to_string(n) +
+                    " lease_seconds=" + std::to_string(lease_seconds) +
+                    ": need a worker name, n >= 1 and lease_seconds > 0",
+                "pass the worker id, the tasks wanted and runtime.lease_seconds");
+  }
+  auto to_entries = [](const std::vector<StreamEntry>& in) {
+    std::vector<Entry> out;
+    for (const StreamEntry& s : in) {
+      const std::string* t = s.field("task");
+      out.push_back(Entry{s.id, t ? *t : std::string()});
+    }
+    return out;
+  };
+  std::vector<Lease> out;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = recovered_.insert(worker).second;
+  }
+  if (first) {
+    // A restarted worker with the same name first takes back what it held (id 0 = own PEL).
+    RedisReply r = group_command(reader_, {"XREADGROUP", "GROUP", RedisKeys::kTaskGroup, worker,
+                                           "COUNT", std::to_string(n), "STREAMS", keys_.tasks, "0"},
+                                 deadline);
+    admit(to_entries(parse_read(r)), worker, false, lease_seconds, deadline, &out);
+  }
+  while (true) {
+    // Take over leases idle past lease_seconds (dead or slow holders) and handed-back tasks.
+    std::string cursor = "0-0";
+    for (int page = 0; static_cast<int>(out.size()) < n && page < 64; ++page) {
+      RedisReply r = group_command(
+          reader_, {"XAUTOCLAIM", keys_.tasks, RedisKeys::kTaskGroup, worker, ms(lease_seconds),
+                    cursor, "COUNT", std::to_string(n - static_cast<int>(out.size()))},
+          deadline);
+      admit(to_entries(parse_entries(r.at(1))), worker, false, lease_seconds, deadline, &out);
+      cursor = r.at(0).str;
+      if (cursor == "0-0") break;
+    }
+    if (static_cast<int>(out.size()) < n) {
+      std::vector<std::string> argv = {"XREADGROUP", "GROUP", RedisKeys::kTaskGroup, worker,
+                                       "COUNT", std::to_string(n - static_cast<int>(out.size()))};
+      double block = 0;
+      if (out.empty() && !deadline.expired()) {
+        // NOTE: short blocks, so leases that expire meanwhile are claimed on the next pass.
+        block = std::clamp(deadline.remaining_seconds(), 0.001, 0.25);
+        argv.push_back("BLOCK");
+        argv.push_back(ms(block));
+      }
+      argv.insert(argv.end(), {"STREAMS", keys_.tasks, ">"});
+      RedisReply r = group_command(reader_, argv, deadline, block);
+      admit(to_entries(parse_read(r)), worker, true, lease_seconds, deadline, &out);
+    }
+    if (!out.empty() || deadline.expired()) return out;
+  }
+}
+
+bool RedisTaskQueue::renew(const Lease& lease, Deadline deadline) {
+  return owned_script(kRenewBody, lease, deadline);
+}
+
+bool RedisTaskQueue::ack(const Lease& lease, Deadline deadline) {
+  bool ok = owned_script(kAckBody, lease, deadline);
+  if (ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.acked;
+  }
+  return ok;
+}
+
+bool RedisTaskQueue::nack(const Lease& lease, Deadline deadline) {
+  bool ok = owned_script(kNackBody, lease, deadline);
+  if (ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.requeued;
+  }
+  return ok;
+}
+
+QueueDepth RedisTaskQueue::depth(Deadline deadline) {
+  RedisReply r = control_.command({"EVAL", kDepthScript, "2", keys_.tasks, keys_.dead,
+                                   RedisKeys::kTaskGroup, RedisKeys::kHandback},
+                                  deadline);
+  throw_if_error(r, "depth script on " + keys_.tasks);
+  QueueDepth d;
+  int64_t xlen = r.at(0).integer, pending = r.at(1).integer, handback = r.at(2).integer;
+  d.leased = pending - handback;
+  d.ready = xlen - d.leased;
+  d.dead = r.at(3).integer;
+  return d;
+}
+
+std::vector<TaskUnit> RedisTaskQueue::dead_letters(Deadline deadline) {
+  RedisReply r = control_.command_ok({"XRANGE", keys_.dead, "-", "+"}, deadline);
+  std::vector<TaskUnit> out;
+  for (const StreamEntry& e : parse_entries(r)) {
+    const std::string* t = e.field("task");
+    if (t == nullptr) continue;
+    try {
+      out.push_back(decode_task(*t));
+    } catch (const Error& err) {
+      MOERL_LOG(WARN) << "dead-letter entry " << e.id << " is not a task record: " << err.what();
+    }
+  }
+  return out;
+}
+
+QueueStats RedisTaskQueue::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+RedisExperienceBuffer::RedisExperienceBuffer(const RedisUrl& url, const std::string& ns,
+                                             std::string consumer, RedisOptions redis)
+    : keys_(ns), consumer_(std::move(consumer)), reader_(url, redis), writer_(url, redis) {}
+
+void RedisExperienceBuffer::ensure_group(Deadline deadline) {
+  RedisReply r = writer_.command(
+      {"XGROUP", "CREATE", keys_.experience, RedisKeys::kTrainerGroup, "0", "MKSTREAM"}, deadline);
+  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) {
+    throw_if_error(r, "XGROUP CREATE " + keys_.experience);
+  }
+}
+
+void RedisExperienceBuffer::put(const ExperienceRecord& record, Deadline deadline) {
+  std::string bytes = encode_experience(record);
+  writer_.command_ok({"XADD", keys_.experience, "*", "rec", bytes, "key",
+                      dedupe_key(record.task_id, record.attempt)},
+                     deadline);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.put;
+}
+
+std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline deadline) {
+  std::vector<ExperienceRecord> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!ungot_.empty() && out.size() < n) {
+      out.push_back(std::move(ungot_.front()));
+      ungot_.pop_front();
+    }
+  }
+  while (out.size() < n) {
+    std::string count = std::to_string(n - out.size());
+    std::string from;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      from = cursor_;
+    }
+    // First our own pending entries after the cursor: ones whose read reply was lost when the
+    // connection dropped (the server had already moved the group past them).
+    RedisReply r = reader_.command({"XREADGROUP", "GROUP", RedisKeys::kTrainerGroup, consumer_,
+                                    "COUNT", count, "STREAMS", keys_.experience, from},
+                                   deadline);
+    if (is_nogroup(r)) {
+      ensure_group(deadline);
+      continue;
+    }
+    throw_if_error(r, "XREADGROUP " + keys_.experience);
+    std::vector<StreamEntry> entries = parse_read(r);
+    if (entries.empty()) {
+      std::vector<std::string> argv = {"XREADGROUP", "GROUP", RedisKeys::kTrainerGroup, consumer_,
+                                       "COUNT", count};
+      double block = 0;
+      if (!deadline.expired()) {
+        block = std::clamp(deadline.remaining_seconds(), 0.001, 0.5);
+        argv.push_back("BLOCK");
+        argv.push_back(ms(block));
+      }
+      argv.insert(argv.end(), {"STREAMS", keys_.experience, ">"});
+      r = reader_.command(argv, deadline, block);
+      if (is_nogroup(r)) {
+        ensure_group(deadline);
+        continue;
+      }
+      throw_if_error(r, "XREADGROUP " + keys_.experience);
+      entries = parse_read(r);
+    }
+    std::vector<std::string> ack = {"XACK", keys_.experience, RedisKeys::kTrainerGroup};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const StreamEntry& e : entries) {
+        cursor_ = e.id;
+        ack.push_back(e.id);
+        const std::string* bytes = e.field("rec");
+        if (bytes == nullptr) continue;  // deleted entry
+        ExperienceRecord rec;
+        try {
+          rec = decode_experience(*bytes);
+        } catch (const Error& err) {
+          ++corrupt_dropped_;
+          MOERL_LOG(ERROR) << "experience stream entry " << e.id << " dropped: " << err.what();
+          continue;
+        }
+        if (!seen_.insert(dedupe_key(rec.task_id, rec.attempt)).second) {
+          ++stats_.duplicates_dropped;
+          continue;
+        }
+        ++stats_.taken;
+        out.push_back(std::move(rec));
+      }
+    }
+    // NOTE: the trainer checkpoint (cursor + seen set), not the PEL, is the durable record of
+    // what was consumed; the PEL only bridges a lost reply, so entries are acked at once.
+    if (ack.size() > 3) reader_.command_ok(ack, deadline);
+    if (deadline.expired()) break;
+  }
+  return out;
+}
+
+void RedisExperienceBuffer::unget(std::vector<ExperienceRecord> records) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = records.rbegin(); it != records.rend(); ++it) ungot_.push_front(std::move(*it));
+}
+
+BufferSnapshot RedisExperienceBuffer::snapshot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  BufferSnapshot s;
+  s.cursor = cursor_;
+  s.seen = seen_;
+  s.ungot.assign(ungot_.begin(), ungot_.end());
+  s.duplicates_dropped = stats_.duplicates_dropped;
+  s.taken = stats_.taken;
+  return s;
+}
+
+void RedisExperienceBuffer::restore(const BufferSnapshot& snapshot, Deadline deadline) {
+  std::string cursor = snapshot.cursor.empty() ? "0-0" : snapshot.cursor;
+  RedisReply r = writer_.command(
+      {"XGROUP", "CREATE", keys_.experience, RedisKeys::kTrainerGroup, cursor, "MKSTREAM"}, deadline);
+  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) == 0) {
+    r = writer_.command({"XGROUP", "SETID", keys_.experience, RedisKeys::kTrainerGroup, cursor},
+                        deadline);
+  }
+  throw_if_error(r, "rewinding " + keys_.experience + " to " + cursor);
+  std::lock_guard<std::mutex> lock(mu_);
+  cursor_ = cursor;
+  seen_ = snapshot.seen;
+  ungot_.assign(snapshot.ungot.begin(), snapshot.ungot.end());
+  for (const ExperienceRecord& rec : snapshot.pending) {
+    if (seen_.insert(dedupe_key(rec.task_id, rec.attempt)).second) ungot_.push_back(rec);
+  }
+  stats_.duplicates_dropped = snapshot.duplicates_dropped;
+  stats_.taken = snapshot.taken;
+}
+
+void RedisExperienceBuffer::checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) {
+  if (snapshot.cursor.empty() || snapshot.cursor == "0-0") return;
+  writer_.command_ok({"XTRIM", keys_.experience, "MINID", snapshot.cursor}, deadline);
+}
+
+BufferStats RedisExperienceBuffer::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  BufferStats s = stats_;
+  s.available = static_cast<int64_t>(ungot_.size());
+  return s;
+}
+
+int64_t RedisExperienceBuffer::corrupt_dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return corrupt_dropped_;
+}
+
+}  // namespace moerl::runtime

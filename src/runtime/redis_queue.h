@@ -1,0 +1,112 @@
+// Redis Streams backends (Redis 7): RedisTaskQueue over a consumer group, and
+// RedisExperienceBuffer read by the trainer with its own group. Keys, for namespace NS:
+//   NS:tasks          task stream (field "task" = encoded TaskUnit); group "rollout"
+//   NS:tasks:dead     dead-letter stream (fields "task", "deliveries", "worker")
+//   NS:experience     experience stream (fields "rec" = encoded ExperienceRecord, "key"); group "trainer"
+//
+//   RedisTaskQueue q(parse_redis_url(url), "job42");
+//   auto leases = q.lease("pod-7", 1, 30, Deadline::after_seconds(5));
+// Mapping: lease = XREADGROUP (own pending with id 0 on the first call, then XAUTOCLAIM of
+// entries idle past lease_seconds, then ">"); renew = XCLAIM to self JUSTID (resets idle);
+// ack = XACK + XDEL; nack = XCLAIM to the "__handback__" consumer with a huge IDLE so the next
+// XAUTOCLAIM takes it at once; delivery counts come from XPENDING; after max_deliveries the
+// entry moves to NS:tasks:dead. renew/ack/nack/dead-letter run as Lua scripts that first check
+// that the entry is still pending for this worker with the same delivery count, so a worker
+// whose lease was taken over cannot touch the new holder's lease.
+// All workers must use the same lease_seconds (it is the XAUTOCLAIM min-idle time).
+// Thread-safe (two connections: one for blocking reads, one for the rest). Every call takes a
+// deadline; connection loss is retried with backoff until it (see RedisClient).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/experience_buffer.h"
+#include "runtime/redis_client.h"
+#include "runtime/task_queue.h"
+
+namespace moerl::runtime {
+
+struct RedisKeys {
+  explicit RedisKeys(const std::string& ns);
+  std::string tasks, dead, experience, weights, weights_latest;
+  static constexpr const char* kTaskGroup = "rollout";
+  static constexpr const char* kTrainerGroup = "trainer";
+  static constexpr const char* kHandback = "__handback__";
+};
+
+class RedisTaskQueue : public TaskQueue {
+ public:
+  RedisTaskQueue(const RedisUrl& url, const std::string& ns, QueueOptions options = {},
+                 RedisOptions redis = {});
+  void enqueue(const TaskUnit& task, Deadline deadline) override;
+  std::vector<Lease> lease(const std::string& worker, int n, double lease_seconds,
+                           Deadline deadline) override;
+  bool renew(const Lease& lease, Deadline deadline) override;
+  bool ack(const Lease& lease, Deadline deadline) override;
+  bool nack(const Lease& lease, Deadline deadline) override;
+  QueueDepth depth(Deadline deadline) override;
+  std::vector<TaskUnit> dead_letters(Deadline deadline) override;
+  QueueStats stats() const override;
+  int64_t reconnects() const { return reader_.reconnects() + control_.reconnects(); }
+
+ private:
+  struct Entry {
+    std::string id;
+    std::string task_bytes;  // empty if the entry was deleted while pending
+  };
+  void ensure_group(Deadline deadline);
+  // Runs a group command; on NOGROUP (stream lost) recreates the group and retries once.
+  RedisReply group_command(RedisClient& c, const std::vector<std::string>& argv,
+                           Deadline deadline, double block_seconds = 0);
+  // Turns read/claimed entries into leases; dead-letters over-delivered ones.
+  void admit(const std::vector<Entry>& entries, const std::string& worker, bool fresh,
+             double lease_seconds, Deadline deadline, std::vector<Lease>* out);
+  uint32_t delivery_count(const std::string& id, const std::string& worker, Deadline deadline);
+  bool owned_script(const char* action, const Lease& lease, Deadline deadline);
+
+  const RedisKeys keys_;
+  const QueueOptions options_;
+  RedisClient reader_;   // lease(): XREADGROUP BLOCK / XAUTOCLAIM
+  RedisClient control_;  // everything else
+  mutable std::mutex mu_;
+  std::set<std::string> recovered_;  // workers whose own pending was read; guarded by mu_
+  QueueStats stats_;                 // guarded by mu_
+};
+
+class RedisExperienceBuffer : public ExperienceBuffer {
+ public:
+  // `consumer` names the trainer in the group (one trainer reads a buffer).
+  RedisExperienceBuffer(const RedisUrl& url, const std::string& ns,
+                        std::string consumer = "trainer", RedisOptions redis = {});
+  void put(const ExperienceRecord& record, Deadline deadline) override;
+  std::vector<ExperienceRecord> take(size_t n, Deadline deadline) override;
+  void unget(std::vector<ExperienceRecord> records) override;
+  BufferSnapshot snapshot() override;
+  // Rewinds the trainer group to the snapshot's cursor (XGROUP SETID) so records put after
+  // the checkpoint are read again; records up to the cursor come from the snapshot itself.
+  void restore(const BufferSnapshot& snapshot, Deadline deadline) override;
+  // XTRIM MINID: frees stream entries older than the checkpoint's cursor.
+  void checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) override;
+  BufferStats stats() const override;
+  int64_t corrupt_dropped() const;
+
+ private:
+  void ensure_group(Deadline deadline);
+
+  const RedisKeys keys_;
+  const std::string consumer_;
+  RedisClient reader_;
+  RedisClient writer_;
+  mutable std::mutex mu_;  // guards everything below; never held across a blocking read
+  std::string cursor_ = "0-0";           // last experience stream id read
+  std::set<std::string> seen_;
+  std::deque<ExperienceRecord> ungot_;
+  int64_t corrupt_dropped_ = 0;
+  BufferStats stats_;
+};
+
+}  // namespace moerl::runtime

@@ -1,0 +1,131 @@
+// Weight-version registry backends. Redis keeps a human-readable hash (HGETALL
+// NS:weights:latest) and a capped stream that wait_newer() blocks on.
+#include "runtime/weight_registry.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/error.h"
+#include "runtime/in_process_queue.h"
+#include "runtime/redis_queue.h"
+
+namespace moerl::runtime {
+namespace {
+
+// KEYS[1] latest hash, KEYS[2] stream. ARGV: version, location, published ms.
+// Returns 1 published, 2 exact repeat of the latest, 0 not newer (reply {0, latest}).
+constexpr const char* kPublishScript = R"lua(
+local cur = redis.call('HGET', KEYS[1], 'version')
+if cur then
+  if tonumber(cur) == tonumber(ARGV[1]) and redis.call('HGET', KEYS[1], 'location') == ARGV[2] then
+    return {2, cur}
+  end
+  if tonumber(cur) >= tonumber(ARGV[1]) then return {0, cur} end
+end
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'location', ARGV[2], 'published_unix_ms', ARGV[3])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', '64', '*', 'version', ARGV[1], 'location', ARGV[2],
+           'published_unix_ms', ARGV[3])
+return {1, ARGV[1]}
+)lua";
+
+Error not_newer(uint64_t version, const std::string& latest) {
+  return Error("weight registry: version " + std::to_string(version) +
+                   " is not newer than the published latest " + latest,
+               "versions must increase; is another trainer publishing to the same namespace?");
+}
+
+uint64_t parse_version(const std::string& s) {
+  try {
+    return std::stoull(s);
+  } catch (const std::exception&) {
+    throw Error("weight registry: version field '" + s + "' is not a whole number",
+                "the registry key was written by something else; use a fresh namespace",
+                ErrorCode::kIo);
+  }
+}
+
+}  // namespace
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void InProcessWeightRegistry::publish(uint64_t version, const std::string& location,
+                                      Deadline deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (latest_ && latest_->version == version && latest_->location == location) return;
+    if (latest_ && latest_->version >= version) {
+      throw not_newer(version, std::to_string(latest_->version));
+    }
+    latest_ = WeightVersion{version, location, unix_ms_now()};
+  }
+  cv_.notify_all();
+}
+
+std::optional<WeightVersion> InProcessWeightRegistry::latest(Deadline deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+std::optional<WeightVersion> InProcessWeightRegistry::wait_newer(uint64_t version,
+                                                                 Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool ok = wait_for_condition(cv_, lock, deadline,
+                               [&] { return latest_ && latest_->version > version; });
+  if (!ok) return std::nullopt;
+  return latest_;
+}
+
+RedisWeightRegistry::RedisWeightRegistry(const RedisUrl& url, const std::string& ns,
+                                         RedisOptions redis)
+    : stream_(RedisKeys(ns).weights), latest_key_(RedisKeys(ns).weights_latest), client_(url, redis) {}
+
+void RedisWeightRegistry::publish(uint64_t version, const std::string& location,
+                                  Deadline deadline) {
+  RedisReply r = client_.command_ok({"EVAL", kPublishScript, "2", latest_key_, stream_,
+                                     std::to_string(version), location,
+                                     std::to_string(unix_ms_now())},
+                                    deadline);
+  if (r.at(0).integer == 0) throw not_newer(version, r.at(1).str);
+}
+
+std::optional<std::pair<std::string, WeightVersion>> RedisWeightRegistry::newest(Deadline deadline) {
+  RedisReply r = client_.command_ok({"XREVRANGE", stream_, "+", "-", "COUNT", "1"}, deadline);
+  if (!r.is_array() || r.elements.empty()) return std::nullopt;
+  const RedisReply& e = r.at(0);
+  WeightVersion v;
+  const RedisReply& f = e.at(1);
+  for (size_t i = 0; i + 1 < f.elements.size(); i += 2) {
+    const std::string& k = f.elements[i].str;
+    const std::string& val = f.elements[i + 1].str;
+    if (k == "version") v.version = parse_version(val);
+    if (k == "location") v.location = val;
+    if (k == "published_unix_ms") v.published_unix_ms = static_cast<int64_t>(parse_version(val));
+  }
+  return std::make_pair(e.at(0).str, v);
+}
+
+std::optional<WeightVersion> RedisWeightRegistry::latest(Deadline deadline) {
+  auto n = newest(deadline);
+  if (!n) return std::nullopt;
+  return n->second;
+}
+
+std::optional<WeightVersion> RedisWeightRegistry::wait_newer(uint64_t version, Deadline deadline) {
+  while (true) {
+    auto n = newest(deadline);
+    if (n && n->second.version > version) return n->second;
+    if (deadline.expired()) return std::nullopt;
+    // Block for any entry after the newest we saw: no publish can slip between the two calls.
+    double block = std::clamp(deadline.remaining_seconds(), 0.001, 1.0);
+    client_.command_ok({"XREAD", "COUNT", "1", "BLOCK",
+                        std::to_string(std::max<int64_t>(1, static_cast<int64_t>(block * 1000))),
+                        "STREAMS", stream_, n ? n->first : "0-0"},
+                       deadline, block);
+  }
+}
+
+}  // namespace moerl::runtime

@@ -1,0 +1,70 @@
+// WeightRegistry: which policy version is the newest and where its weights live. The trainer
+// publishes v+1 after writing the shards and manifest to the object store; rollout workers
+// poll latest() or block in wait_newer(). The weight bytes never pass through here.
+//
+//   registry.publish(7, "s3://bucket/job42/weights/v7/manifest.json", d);  // trainer
+//   auto v = registry.wait_newer(6, Deadline::after_seconds(30));         // worker: v->version == 7
+// Versions must increase: publishing a version <= the latest throws moerl::Error (except an
+// exact repeat of the latest, which is a no-op so retries after a lost reply are safe).
+// Backends: InProcessWeightRegistry; RedisWeightRegistry (hash NS:weights:latest + stream
+// NS:weights, both written by one Lua script). Thread-safe; every wait takes a deadline.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "base/deadline.h"
+#include "runtime/redis_client.h"
+
+namespace moerl::runtime {
+
+struct WeightVersion {
+  uint64_t version = 0;
+  std::string location;  // object-store URL of the version's manifest
+  int64_t published_unix_ms = 0;
+};
+
+class WeightRegistry {
+ public:
+  virtual ~WeightRegistry() = default;
+  virtual void publish(uint64_t version, const std::string& location, Deadline deadline) = 0;
+  virtual std::optional<WeightVersion> latest(Deadline deadline) = 0;
+  // The newest version if it is > `version`, waiting for one until the deadline; nullopt if
+  // none was published by then.
+  virtual std::optional<WeightVersion> wait_newer(uint64_t version, Deadline deadline) = 0;
+};
+
+class InProcessWeightRegistry : public WeightRegistry {
+ public:
+  void publish(uint64_t version, const std::string& location, Deadline deadline) override;
+  std::optional<WeightVersion> latest(Deadline deadline) override;
+  std::optional<WeightVersion> wait_newer(uint64_t version, Deadline deadline) override;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<WeightVersion> latest_;  // guarded by mu_
+};
+
+class RedisWeightRegistry : public WeightRegistry {
+ public:
+  RedisWeightRegistry(const RedisUrl& url, const std::string& ns, RedisOptions redis = {});
+  void publish(uint64_t version, const std::string& location, Deadline deadline) override;
+  std::optional<WeightVersion> latest(Deadline deadline) override;
+  std::optional<WeightVersion> wait_newer(uint64_t version, Deadline deadline) override;
+
+ private:
+  // Newest stream entry: its id and version.
+  std::optional<std::pair<std::string, WeightVersion>> newest(Deadline deadline);
+
+  const std::string stream_;
+  const std::string latest_key_;
+  RedisClient client_;
+};
+
+int64_t unix_ms_now();
+
+}  // namespace moerl::runtime
