@@ -1,0 +1,30 @@
+// The few keys of the job config (APP.toml, the file `moerl train` takes) that deployment
+// needs. Read raw and leniently: sections owned by other parts are neither validated nor
+// rejected here; `moerl trainer` / `moerl rollout` validate the whole file when they start.
+//
+//   AppView app = load_app_view("app.toml");
+//   app.ep_size; app.store_uri; app.text  // the file verbatim, for the ConfigMap
+// Plain data; not shared between threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace moerl::deploy {
+
+struct AppView {
+  std::string source;     // file name, for messages
+  std::string text;       // the file verbatim (goes into the ConfigMap unchanged)
+  std::string name;       // run name: [run] name / top-level name, else the file stem
+  std::string queue;      // runtime.queue ("" = in-process default)
+  std::string store_uri;  // `store = "..."` or [store] uri = "..."
+  std::string store_key;  // which of the two spellings held it ("store" or "store.uri")
+  int64_t ep_size = 1;    // ep.size
+  std::string ep_backend; // ep.backend ("" = default)
+  int64_t num_workers = 1;  // rollout.num_workers
+};
+
+AppView load_app_view(const std::string& file);
+AppView parse_app_view(const std::string& text, const std::string& source_name);
+
+}  // namespace moerl::deploy

@@ -1,0 +1,44 @@
+// Building blocks shared by the rendered workloads: names, labels, node placement for a node
+// group (selector + tolerations + capacity-type affinity), Guaranteed-QoS resources
+// (requests == limits), the /dev/shm and app-config volumes, and the roles' commands and env.
+// Pure functions of InfraConfig/AppView; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "deploy/app_view.h"
+#include "deploy/infra.h"
+#include "deploy/yaml.h"
+
+namespace moerl::deploy {
+
+// Object names (one job per namespace, so names are fixed).
+inline constexpr const char* kTrainerName = "moerl-trainer";
+inline constexpr const char* kRolloutName = "moerl-rollout";
+inline constexpr const char* kRedisName = "moerl-redis";
+inline constexpr const char* kRedisSecretKey = "password";
+inline constexpr const char* kAppConfigMap = "moerl-app";
+inline constexpr const char* kAppPath = "/etc/moerl/app.toml";
+inline constexpr const char* kNodeGroupLabel = "moerl.io/node-group";
+inline constexpr int kRedisPort = 6379;
+inline constexpr int kRendezvousPort = 23456;  // Kubeflow's PyTorchJob default
+
+Json labels(const AppView& app, const std::string& component);
+Json metadata(const InfraConfig& infra, const AppView& app, const std::string& name, const std::string& component);
+// nodeSelector + tolerations (+ capacity-type affinity) that pin a pod to one node group.
+void place_on(Json& pod_spec, const NodeGroup& group, bool on_demand_only);
+// requests == limits (Guaranteed QoS); zero-valued resources are left out.
+Json resources(int64_t cpu_milli, int64_t memory_mib, int64_t gpus, int64_t efa, int64_t hugepages_2mi_mib);
+Json shm_volume(int64_t gib);
+Json app_config_volume();
+Json volume_mounts(bool with_shm);
+// The redis:// URL roles get, with the password expanded by Kubernetes from the env var.
+std::string redis_url(const InfraConfig& infra);
+// Environment shared by the GPU roles (region, redis password, libfabric provider, logging).
+Json role_env(const InfraConfig& infra, bool efa);
+// ["tini", "-g", "--", "moerl", ROLE, kAppPath, "--set", "runtime.queue=..."]
+Json role_command(const InfraConfig& infra, const std::string& role);
+Json security_context(bool ipc_lock);
+
+}  // namespace moerl::deploy

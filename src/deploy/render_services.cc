@@ -1,0 +1,170 @@
+// Everything around the two roles: Namespace, ServiceAccount (IRSA / Pod Identity),
+// ConfigMap with the app config, Redis (Secret, StorageClass, headless Service,
+// StatefulSet with AOF on a volume), the EFA device plugin DaemonSet, and the IAM policy.
+#include "deploy/pod_spec.h"
+#include "deploy/render.h"
+
+namespace moerl::deploy {
+
+namespace {
+
+std::string store_prefix(const InfraConfig& infra, const AppView& app) {
+  if (!infra.prefix.empty()) return infra.prefix;
+  std::string rest = app.store_uri.substr(5);  // validated: s3://bucket[/prefix]
+  auto slash = rest.find('/');
+  std::string p = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  return p;
+}
+
+}  // namespace
+
+std::vector<Json> render_base(const InfraConfig& infra, const AppView& app) {
+  Json ns{{"apiVersion", "v1"},
+          {"kind", "Namespace"},
+          {"metadata", Json{{"name", infra.namespace_}, {"labels", labels(app, "namespace")}}}};
+  Json sa{{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", metadata(infra, app, infra.service_account, "identity")}};
+  if (infra.iam_mode == IamMode::kIrsa) {
+    // The EKS pod identity webhook injects AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE.
+    sa["metadata"]["annotations"] = Json{{"eks.amazonaws.com/role-arn", infra.role_arn},
+                                         {"eks.amazonaws.com/sts-regional-endpoints", "true"}};
+  }
+  // Pod Identity: the association lives in the eksctl config (iam.podIdentityAssociations).
+  sa["automountServiceAccountToken"] = false;
+  Json cm{{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", metadata(infra, app, kAppConfigMap, "config")},
+          {"data", Json{{"app.toml", app.text}}}};
+  return {ns, sa, cm};
+}
+
+Json render_redis_secret(const InfraConfig& infra, const AppView& app, const std::string& password) {
+  return Json{{"apiVersion", "v1"},
+              {"kind", "Secret"},
+              {"metadata", metadata(infra, app, kRedisName, "redis")},
+              {"type", "Opaque"},
+              {"stringData", Json{{kRedisSecretKey, password}}}};
+}
+
+std::vector<Json> render_redis(const InfraConfig& infra, const AppView& app) {
+  std::vector<Json> out;
+  if (infra.storage_class == "moerl-gp3") {
+    out.push_back(Json{{"apiVersion", "storage.k8s.io/v1"},
+                       {"kind", "StorageClass"},
+                       {"metadata", Json{{"name", "moerl-gp3"}, {"labels", labels(app, "storage")}}},
+                       {"provisioner", "ebs.csi.aws.com"},
+                       {"parameters", Json{{"type", "gp3"}, {"encrypted", "true"}}},
+                       {"reclaimPolicy", "Retain"},
+                       {"volumeBindingMode", "WaitForFirstConsumer"},
+                       {"allowVolumeExpansion", true}});
+  }
+  Json sel = Json{{"app.kubernetes.io/name", "moerl"}, {"app.kubernetes.io/component", "redis"}};
+  out.push_back(Json{{"apiVersion", "v1"},
+                     {"kind", "Service"},
+                     {"metadata", metadata(infra, app, kRedisName, "redis")},
+                     {"spec", Json{{"clusterIP", "None"},
+                                   {"selector", sel},
+                                   {"ports", Json::array({Json{{"name", "redis"}, {"port", kRedisPort},
+                                                               {"targetPort", kRedisPort}, {"protocol", "TCP"}}})}}}});
+  const int64_t mem_mib = infra.redis_memory_gib * 1024;
+  const int64_t maxmemory_mib = mem_mib * 3 / 4;  // headroom for the AOF rewrite fork and buffers
+  const InstanceType& bt = infra.buffer.smallest;
+  const int64_t cpu_milli = std::max<int64_t>(1000, std::min<int64_t>(4000, (bt.vcpus - 1) * 1000));
+  std::string secret = infra.redis_password_secret.empty() ? kRedisName : infra.redis_password_secret;
+  Json container{
+      {"name", "redis"},
+      {"image", infra.image_redis},
+      {"command", Json::array({"redis-server", "--port", std::to_string(kRedisPort), "--dir", "/data",
+                               "--appendonly", "yes", "--appendfsync", infra.redis_appendfsync, "--save", "",
+                               "--requirepass", "$(REDIS_PASSWORD)", "--maxmemory",
+                               std::to_string(maxmemory_mib) + "mb", "--maxmemory-policy", "noeviction"})},
+      {"env", Json::array({Json{{"name", "REDIS_PASSWORD"},
+                                {"valueFrom", Json{{"secretKeyRef", Json{{"name", secret}, {"key", kRedisSecretKey}}}}}}})},
+      {"ports", Json::array({Json{{"name", "redis"}, {"containerPort", kRedisPort}, {"protocol", "TCP"}}})},
+      {"resources", resources(cpu_milli, mem_mib, 0, 0, 0)},
+      {"readinessProbe",
+       Json{{"exec", Json{{"command", Json::array({"sh", "-c", "redis-cli -a \"$REDIS_PASSWORD\" --no-auth-warning ping | grep -q PONG"})}}},
+            {"periodSeconds", 5},
+            {"timeoutSeconds", 3}}},
+      {"volumeMounts", Json::array({Json{{"name", "data"}, {"mountPath", "/data"}}})},
+      {"securityContext", security_context(false)}};
+  Json pod_spec{{"securityContext", Json{{"runAsNonRoot", true}, {"runAsUser", 999}, {"runAsGroup", 999}, {"fsGroup", 999}}},
+                {"terminationGracePeriodSeconds", 60},
+                {"containers", Json::array({container})}};
+  place_on(pod_spec, infra.buffer, false);
+  Json pvc{{"metadata", Json{{"name", "data"}}},
+           {"spec", Json{{"accessModes", Json::array({"ReadWriteOnce"})},
+                         {"storageClassName", infra.storage_class},
+                         {"resources", Json{{"requests", Json{{"storage", std::to_string(infra.redis_volume_gib) + "Gi"}}}}}}}};
+  out.push_back(Json{{"apiVersion", "apps/v1"},
+                     {"kind", "StatefulSet"},
+                     {"metadata", metadata(infra, app, kRedisName, "redis")},
+                     {"spec", Json{{"serviceName", kRedisName},
+                                   {"replicas", 1},
+                                   {"selector", Json{{"matchLabels", sel}}},
+                                   {"template", Json{{"metadata", Json{{"labels", labels(app, "redis")}}}, {"spec", pod_spec}}},
+                                   {"volumeClaimTemplates", Json::array({pvc})}}}});
+  return out;
+}
+
+std::vector<Json> render_efa_device_plugin(const InfraConfig& infra) {
+  // Same name and namespace as the plugin eksctl installs for efaEnabled groups, so applying
+  // this updates that one object instead of adding a second plugin for the same devices.
+  Json sel{{"name", "aws-efa-k8s-device-plugin"}};
+  Json groups = Json::array();
+  for (const NodeGroup* g : {&infra.training, &infra.rollout}) {
+    if (g->efa_interfaces > 0) groups.push_back(g->key);
+  }
+  Json container{
+      {"name", "aws-efa-k8s-device-plugin"},
+      {"image", infra.image_efa_plugin},
+      {"securityContext", Json{{"allowPrivilegeEscalation", false}, {"capabilities", Json{{"drop", Json::array({"ALL"})}}}}},
+      {"resources", Json{{"requests", Json{{"cpu", "10m"}, {"memory", "20Mi"}}}, {"limits", Json{{"memory", "100Mi"}}}}},
+      {"volumeMounts", Json::array({Json{{"name", "device-plugin"}, {"mountPath", "/var/lib/kubelet/device-plugins"}},
+                                    Json{{"name", "infiniband-volume"}, {"mountPath", "/dev/infiniband"}}})}};
+  Json pod_spec{
+      {"hostNetwork", true},
+      {"priorityClassName", "system-node-critical"},
+      {"tolerations", Json::array({Json{{"operator", "Exists"}}})},
+      {"affinity",
+       Json{{"nodeAffinity",
+             Json{{"requiredDuringSchedulingIgnoredDuringExecution",
+                   Json{{"nodeSelectorTerms",
+                         Json::array({Json{{"matchExpressions",
+                                            Json::array({Json{{"key", kNodeGroupLabel}, {"operator", "In"}, {"values", groups}}})}}})}}}}}}},
+      {"containers", Json::array({container})},
+      {"volumes", Json::array({Json{{"name", "device-plugin"}, {"hostPath", Json{{"path", "/var/lib/kubelet/device-plugins"}}}},
+                               Json{{"name", "infiniband-volume"}, {"hostPath", Json{{"path", "/dev/infiniband/"}}}}})}};
+  Json ds{{"apiVersion", "apps/v1"},
+          {"kind", "DaemonSet"},
+          {"metadata", Json{{"name", "aws-efa-k8s-device-plugin-daemonset"}, {"namespace", "kube-system"}}},
+          {"spec", Json{{"selector", Json{{"matchLabels", sel}}},
+                        {"updateStrategy", Json{{"type", "RollingUpdate"}}},
+                        {"template", Json{{"metadata", Json{{"labels", sel}}}, {"spec", pod_spec}}}}}};
+  return {ds};
+}
+
+Json render_iam_policy(const InfraConfig& infra, const AppView& app) {
+  const std::string prefix = store_prefix(infra, app);
+  const std::string bucket_arn = "arn:aws:s3:::" + infra.bucket;
+  const std::string objects = bucket_arn + "/" + (prefix.empty() ? "" : prefix + "/") + "*";
+  Json list{{"Sid", "ListJobPrefix"}, {"Effect", "Allow"}, {"Action", Json::array({"s3:ListBucket"})}, {"Resource", bucket_arn}};
+  if (!prefix.empty()) {
+    list["Condition"] = Json{{"StringLike", Json{{"s3:prefix", Json::array({prefix, prefix + "/*"})}}}};
+  }
+  return Json{
+      {"Version", "2012-10-17"},
+      {"Statement",
+       Json::array({list,
+                    Json{{"Sid", "ListJobUploads"},
+                         {"Effect", "Allow"},
+                         {"Action", Json::array({"s3:ListBucketMultipartUploads"})},
+                         {"Resource", bucket_arn}},
+                    Json{{"Sid", "ReadWriteJobObjects"},
+                         {"Effect", "Allow"},
+                         {"Action", Json::array({"s3:GetObject", "s3:PutObject", "s3:DeleteObject",
+                                                 "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"})},
+                         {"Resource", objects}}})}};
+}
+
+}  // namespace moerl::deploy

@@ -1,0 +1,68 @@
+// Helpers shared by the deploy tests: the example configs, string surgery on them, running
+// a command, and rendering into a temporary directory.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "base/env.h"
+
+namespace moerl::deploy::testing {
+
+inline std::string source_dir() { return env::get_or("MOERL_SOURCE_DIR", "."); }
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+inline std::string example(const std::string& name, const std::string& file) {
+  return source_dir() + "/examples/deploy/" + name + "/" + file;
+}
+
+// Replaces the one occurrence of `from` (the test fails if it is not there exactly once).
+inline std::string replace_once(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << "'" << from << "' not found";
+  if (at == std::string::npos) return text;
+  EXPECT_EQ(text.find(from, at + 1), std::string::npos) << "'" << from << "' found twice";
+  return text.replace(at, from.size(), to);
+}
+
+struct CommandResult {
+  int status = -1;
+  std::string output;  // stdout + stderr
+};
+
+inline CommandResult run_command(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+inline std::string temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("moerl-deploy-test-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+}  // namespace moerl::deploy::testing
