@@ -335,13 +335,16 @@ std::vector<std::string> format_ticks(const std::vector<double>& ticks) {
   double step = ticks.size() > 1 ? std::fabs(ticks[1] - ticks[0]) : 0;
   // One suffix per axis, from the largest label.
   double scale = 1;
-  const char* suffix = "";
+  std::string suffix;
   if (amax >= 1e9) {
     scale = 1e9, suffix = "G";
   } else if (amax >= 1e6) {
     scale = 1e6, suffix = "M";
   } else if (amax >= 1e4) {
     scale = 1e3, suffix = "k";
+  } else if (amax > 0 && amax < 1e-2) {  // 3.0e-4 rather than 0.00030
+    int e = static_cast<int>(std::floor(std::log10(amax)));
+    scale = std::pow(10.0, e), suffix = "e" + std::to_string(e);
   }
   // Fewest decimals that show the step exactly (2.5 needs one more than 5).
   int decimals = 0;
@@ -361,20 +364,24 @@ std::vector<std::string> format_ticks(const std::vector<double>& ticks) {
       std::snprintf(buf, sizeof(buf), "%.3g", v);
       out.push_back(buf);
     } else {
-      std::snprintf(buf, sizeof(buf), "%.*f%s", decimals, v / scale, suffix);
+      std::snprintf(buf, sizeof(buf), "%.*f%s", decimals, v / scale, suffix.c_str());
       out.push_back(buf);
     }
   }
   return out;
 }
 
+std::pair<int, int> plot_grid(int num_panels, int columns) {
+  int n = std::max(1, num_panels);
+  int cols = columns > 0 ? std::min(columns, n) : (n <= 3 ? n : static_cast<int>(std::ceil(std::sqrt(n))));
+  return {cols, (n + cols - 1) / cols};
+}
+
 Image render_plots(const std::vector<PlotPanel>& panels, int width, int height,
                    const PlotOptions& options) {
   validate(panels, width, height);
   const int n = static_cast<int>(panels.size());
-  int cols = options.columns > 0 ? std::min(options.columns, n)
-                                 : (n <= 3 ? n : static_cast<int>(std::ceil(std::sqrt(n))));
-  int rows = (n + cols - 1) / cols;
+  auto [cols, rows] = plot_grid(n, options.columns);
   Image img(width, height, kBackground);
 
   int top = 0;
@@ -385,7 +392,7 @@ Image render_plots(const std::vector<PlotPanel>& panels, int width, int height,
     int ts = s + 1;
     std::string t = fit_text(options.title, width - 16, ts);
     draw_text(img, (width - text_width(t, ts)) / 2, 8 + 2 * s, t, kTitleInk, ts);
-    top = 8 + 2 * s + text_height(ts) + 2 * s;
+    top = 8 + 2 * s + text_height(ts) + 8 * s;
   }
   int cell_h = (height - top) / rows;
   for (int i = 0; i < n; ++i) {

@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/png.h"
@@ -51,8 +52,11 @@ void write_png_plots(const std::string& path, const std::vector<PlotPanel>& pane
 // about `target` many (at least 3 where the range allows).
 std::vector<double> nice_ticks(double lo, double hi, int target);
 // Labels for evenly spaced ticks: just enough decimals for the spacing, and one k/M/G
-// suffix for the whole axis when its largest label is >= 1e4.
+// suffix for the whole axis when its largest label is >= 1e4, or one "e-N" exponent when
+// it is < 1e-2.
 std::vector<std::string> format_ticks(const std::vector<double>& ticks);
 Rgb palette_color(size_t i);
+// {columns, rows} of the panel grid render_plots uses for `num_panels` panels.
+std::pair<int, int> plot_grid(int num_panels, int columns = 0);
 
 }  // namespace moerl

@@ -249,6 +249,8 @@ TEST(Plot, TicksAndLabels) {
   EXPECT_EQ(format_ticks(nice_ticks(0, 20000, 4)), (Labels{"0", "5k", "10k", "15k", "20k"}));
   EXPECT_EQ(format_ticks(nice_ticks(100, 200, 5)), (Labels{"100", "120", "140", "160", "180", "200"}));
   EXPECT_EQ(format_ticks({0.1, 0.2, 0.30000000000000004}), (Labels{"0.1", "0.2", "0.3"}));
+  EXPECT_EQ(format_ticks({0, 1e-4, 2e-4, 3e-4}), (Labels{"0", "1e-4", "2e-4", "3e-4"}));
+  EXPECT_EQ(format_ticks({5e-5, 1e-4, 1.5e-4}), (Labels{"0.5e-4", "1.0e-4", "1.5e-4"}));
   // Random ranges: ticks inside the range, evenly spaced, 3..12 of them, labels distinct.
   std::mt19937 rng(4);
   std::uniform_real_distribution<double> u(-3, 3);
