@@ -77,6 +77,34 @@ class Coverage {
   std::vector<float> a_;
 };
 
+struct Point {
+  double x, y;  // pixel coordinates
+};
+
+// Keeps, for each run of consecutive points in one pixel column, the first, lowest, highest
+// and last point in their original order: the drawn polyline looks the same while
+// millions of points cost no more than a few per column.
+std::vector<Point> decimate_by_column(const std::vector<Point>& pts) {
+  std::vector<Point> out;
+  size_t i = 0;
+  while (i < pts.size()) {
+    size_t j = i;
+    const double col = std::floor(pts[i].x);
+    size_t lo = i, hi = i;
+    while (j < pts.size() && std::floor(pts[j].x) == col) {
+      if (pts[j].y < pts[lo].y) lo = j;
+      if (pts[j].y > pts[hi].y) hi = j;
+      ++j;
+    }
+    size_t keep[4] = {i, std::min(lo, hi), std::max(lo, hi), j - 1};
+    for (int k = 0; k < 4; ++k) {
+      if (k == 0 || keep[k] != keep[k - 1]) out.push_back(pts[keep[k]]);
+    }
+    i = j;
+  }
+  return out;
+}
+
 // Among 1, 2, 2.5 and 5 times a power of ten, the step whose tick count inside [lo, hi]
 // is closest to `target`; fewer than 3 ticks and the less readable 2.5 are penalized, and
 // ties take the smaller step.
@@ -245,16 +273,23 @@ void draw_panel(Image& img, const PlotPanel& panel, Rect box, int s, double line
   for (size_t k = 0; k < panel.series.size(); ++k) {
     const PlotSeries& sr = panel.series[k];
     Coverage cov(plot);
+    std::vector<std::vector<Point>> pieces(1);  // NaN/Inf points split the polyline
     size_t n_finite = 0;
-    for (size_t i = 0; i < sr.xs.size(); ++i) n_finite += finite_point(sr, i);
-    bool markers = n_finite <= 40;
     for (size_t i = 0; i < sr.xs.size(); ++i) {
-      if (!finite_point(sr, i)) continue;
-      double x = px_of(sr.xs[i]), y = py_of(sr.ys[i]);
-      bool prev_ok = i > 0 && finite_point(sr, i - 1);
-      bool next_ok = i + 1 < sr.xs.size() && finite_point(sr, i + 1);
-      if (prev_ok) cov.segment(px_of(sr.xs[i - 1]), py_of(sr.ys[i - 1]), x, y, half);
-      if (markers || (!prev_ok && !next_ok)) cov.disc(x, y, half + 1.5);
+      if (!finite_point(sr, i)) {
+        if (!pieces.back().empty()) pieces.emplace_back();
+        continue;
+      }
+      ++n_finite;
+      pieces.back().push_back({px_of(sr.xs[i]), py_of(sr.ys[i])});
+    }
+    const bool markers = n_finite <= 40;
+    for (auto& piece : pieces) {
+      if (piece.size() > 4 * static_cast<size_t>(plot.w())) piece = decimate_by_column(piece);
+      for (size_t i = 0; i < piece.size(); ++i) {
+        if (i > 0) cov.segment(piece[i - 1].x, piece[i - 1].y, piece[i].x, piece[i].y, half);
+        if (markers || piece.size() == 1) cov.disc(piece[i].x, piece[i].y, half + 1.5);
+      }
     }
     cov.blend_into(img, sr.color.value_or(palette_color(k)));
     all.max_with(cov);

@@ -344,6 +344,26 @@ TEST(Plot, NonFiniteBreaksLineAndConstantAndEmptyAreHandled) {
   for (auto [x, y] : pixels_of(d, palette_color(0))) EXPECT_GE(x, 600);
 }
 
+TEST(Plot, DenseSeriesKeepsSinglePointSpikes) {
+  // 200k points, many per pixel column: one-sample spikes up and down must still be drawn.
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<double> small(-0.01, 0.01);
+  std::vector<double> xs(200000), ys(200000);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    xs[i] = static_cast<double>(i);
+    ys[i] = small(rng);
+  }
+  ys[123457] = 1.0;
+  ys[54321] = -1.0;
+  const Rgb kColor{5, 90, 5};
+  Decoded d = decode_png(encode_png(render_plots({{"dense", "i", {{"dense", xs, ys, kColor}}}}, 400, 300)));
+  auto px = pixels_of(d, kColor);
+  ASSERT_FALSE(px.empty());
+  int ymin = 1 << 30, ymax = 0;
+  for (auto [x, y] : px) ymin = std::min(ymin, y), ymax = std::max(ymax, y);
+  EXPECT_GT(ymax - ymin, 180) << "both spikes reach the edges of a ~230 px tall plot";
+}
+
 TEST(Plot, LegendShowsEachNamedSeries) {
   std::vector<double> xs = {0, 1, 2, 3}, a = {0, 1, 0, 1}, b = {1, 0, 1, 0};
   const Rgb kA{250, 0, 250}, kB{0, 250, 250};
