@@ -1,0 +1,95 @@
+// LocalStore and MemoryStore against the ObjectStore contract, plus what is local-only:
+// temp files hidden from listings and reported as pending, URI dispatch in open_store.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <utime.h>
+
+#include <filesystem>
+
+#include "base/error.h"
+#include "store/local_store.h"
+#include "store/memory_store.h"
+#include "store/testing/test_util.h"
+
+namespace moerl::store {
+namespace {
+
+using testing::TempDir;
+
+TEST(LocalStore, Contract) {
+  TempDir root, tmp;
+  LocalStore s(root.path() + "/data");
+  testing::run_store_contract(s, tmp);
+  EXPECT_EQ(testing::read_file(root.path() + "/data/l/z"), "4444");
+}
+
+TEST(MemoryStore, Contract) {
+  TempDir tmp;
+  MemoryStore s("contract");
+  testing::run_store_contract(s, tmp);
+  MemoryStore same("contract");
+  EXPECT_EQ(same.get("l/z"), "4444");  // shared by name
+}
+
+TEST(LocalStore, TempFilesAreHiddenAndPending) {
+  TempDir root;
+  LocalStore s(root.path());
+  s.put("v1/a", "aaa");
+  // A writer that died after creating its temp file, an hour ago.
+  std::string stale = root.path() + "/v1/.b.moerl-tmp-123-0-7";
+  testing::write_file(stale, "partial");
+  struct utimbuf old {std::time(nullptr) - 3600, std::time(nullptr) - 3600};
+  ASSERT_EQ(::utime(stale.c_str(), &old), 0);
+  auto listed = s.list("");
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].key, "v1/a");
+  auto pending = s.list_pending("v1/");
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].key, "v1/b");
+  EXPECT_EQ(pending[0].upload_id, "v1/.b.moerl-tmp-123-0-7");
+  EXPECT_LE(pending[0].initiated_unix, std::time(nullptr) - 3500);
+  EXPECT_TRUE(s.list_pending("v2/").empty());
+  s.abort_pending(pending[0]);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_THROW(s.abort_pending({"v1/a", "v1/a", 0}), Error);  // not a temp file
+  EXPECT_EQ(s.get("v1/a"), "aaa");
+}
+
+TEST(LocalStore, RemovePrunesEmptyDirectories) {
+  TempDir root;
+  LocalStore s(root.path());
+  s.put("a/b/c/d", "x");
+  s.remove("a/b/c/d");
+  EXPECT_FALSE(std::filesystem::exists(root.path() + "/a"));
+  EXPECT_TRUE(std::filesystem::exists(root.path()));
+}
+
+TEST(OpenStore, DispatchesOnScheme) {
+  TempDir root;
+  auto a = open_store(root.path());
+  EXPECT_EQ(a->uri(), "file://" + root.path());
+  auto b = open_store("file://" + root.path());
+  a->put("k", "v");
+  EXPECT_EQ(b->get("k"), "v");
+  auto m = open_store("memory://dispatch");
+  EXPECT_EQ(m->uri(), "memory://dispatch");
+  auto s3 = open_store("s3://bucket/pre/fix/");
+  EXPECT_EQ(s3->uri(), "s3://bucket/pre/fix");
+  auto code = [](const std::string& uri) {
+    try {
+      open_store(uri);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("HINT"), std::string::npos) << e.what();
+      return e.code();
+    }
+    return ErrorCode::kInternal;
+  };
+  EXPECT_EQ(code("gs://bucket"), ErrorCode::kInvalidInput);
+  EXPECT_EQ(code("s3://"), ErrorCode::kInvalidInput);
+  EXPECT_EQ(code("file://relative"), ErrorCode::kInvalidInput);
+  EXPECT_EQ(code("memory://"), ErrorCode::kInvalidInput);
+  EXPECT_EQ(code(""), ErrorCode::kInvalidInput);
+}
+
+}  // namespace
+}  // namespace moerl::store
