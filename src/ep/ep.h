@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace moerl::ep {
@@ -78,6 +79,36 @@ class Group {
 };
 
 // One rank, no transport: dispatch returns the input in place (a view where possible).
+// Mode is ignored: one rank has nothing to negotiate.
 std::shared_ptr<Group> loopback_group(int64_t num_experts);
+
+enum class Backend {
+  kLoopback,  // one rank, no transport
+  kFabric,    // libfabric RDM (shm, tcp, efa): tagged messages into one registered buffer
+  kAllToAll,  // baseline: permute + count exchange + all-to-all-v over c10d Gloo + unpermute
+};
+
+// Validated in one place (validate()); presets are the defaults below.
+struct Config {
+  Backend backend = Backend::kLoopback;
+  Mode mode = Mode::kNormal;
+  std::string provider;               // libfabric provider; empty: FI_PROVIDER, else "shm"
+  int64_t max_tokens_per_rank = 4096; // bound on T per dispatch (buffers are sized to it)
+  int64_t hidden = 7168;              // bound on H (row width) the buffers are sized for
+  int64_t max_topk = 8;               // bound on K
+  double timeout_s = 60;              // every wait on a peer ends with an Error after this
+  // Throws moerl::Error naming every value involved.
+  void validate(int64_t num_experts, int world_size) const;
+};
+
+Backend parse_backend(const std::string& s);  // "loopback" | "fabric" | "alltoall"
+Mode parse_mode(const std::string& s);        // "normal" | "low_latency" (or "low-latency")
+const char* backend_name(Backend b);
+const char* mode_name(Mode m);
+
+// Creates the group for this process. For fabric/alltoall: rendezvous through a c10d
+// TCPStore at MASTER_ADDR:MASTER_PORT with WORLD_SIZE/RANK (base/env.h); collective, so
+// every rank must call it. loopback needs no environment.
+std::shared_ptr<Group> make_group(const Config& cfg, int64_t num_experts);
 
 }  // namespace moerl::ep
