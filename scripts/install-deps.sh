@@ -8,6 +8,7 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer + sanitizers for the safetensors fuzzer
   libtorch-dev                        # tensors + autograd (CPU), c10d Gloo + TCPStore
   libfabric-dev libfabric-bin         # EP data plane (shm / tcp providers here, efa in the cloud)
+  libgloo-dev                         # gloo headers that c10d ProcessGroupGloo.hpp includes (EP baseline)
   libhiredis-dev redis-server         # Redis Streams queue backend and its tests
   libcurl4-openssl-dev libssl-dev     # S3 client (SigV4)
   libgtest-dev libgmock-dev libbenchmark-dev
