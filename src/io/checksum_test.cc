@@ -3,6 +3,7 @@
 #include "io/checksum.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <random>
@@ -35,7 +36,7 @@ TEST(Checksum, FileMatchesBuffer) {
   std::mt19937 rng(7);
   std::vector<uint8_t> data(3 * (1 << 20) + 123);  // spans several read blocks
   for (auto& b : data) b = static_cast<uint8_t>(rng());
-  std::string path = ::testing::TempDir() + "/moerl_io_sha_test.bin";
+  std::string path = ::testing::TempDir() + "/moerl_io_" + std::to_string(::getpid()) + "_sha_test.bin";
   FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   ASSERT_EQ(std::fwrite(data.data(), 1, data.size(), f), data.size());

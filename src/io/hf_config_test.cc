@@ -4,6 +4,7 @@
 #include "io/hf_config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -111,7 +112,7 @@ TEST(HfConfig, SaveRoundTripsBothArchitectures) {
 }
 
 TEST(HfConfig, SaveAndLoadFile) {
-  std::string path = ::testing::TempDir() + "/moerl_io_cfg_test.json";
+  std::string path = ::testing::TempDir() + "/moerl_io_" + std::to_string(::getpid()) + "_cfg_test.json";
   HfConfig a = HfConfig::parse(kMixtral, "m.json");
   a.save(path);
   HfConfig b = HfConfig::load(path);

@@ -4,6 +4,7 @@
 #include "io/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -173,7 +174,7 @@ TEST(Safetensors, MissingTensorNamesFileAndTensor) {
 
 class SafetensorsFiles : public ::testing::Test {
  protected:
-  std::string path(const std::string& name) { return ::testing::TempDir() + "/moerl_io_" + name; }
+  std::string path(const std::string& name) { return ::testing::TempDir() + "/moerl_io_" + std::to_string(::getpid()) + "_" + name; }
 };
 
 TEST_F(SafetensorsFiles, WriterLayoutAndReadBack) {

@@ -4,6 +4,7 @@
 #include "io/tensor_io.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -22,7 +23,7 @@ class TensorIo : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) /
-           ("moerl_io_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("moerl_io_" + std::to_string(::getpid()) + "_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     at::manual_seed(11);
@@ -149,7 +150,7 @@ TEST_F(TensorIo, ShardedErrors) {
   EXPECT_NE(e.find("'ghost'"), std::string::npos) << e;
   EXPECT_NE(e.find("model-00001-of-00002.safetensors"), std::string::npos) << e;
   // A shard is missing.
-  fs::remove(ckpt / "model-00002-of-00002.safetensors");
+  fs::remove(ckpt / "model-00001-of-00002.safetensors");
   e = error_of([&] { load_tensors(ckpt.string()); });
   EXPECT_NE(e.find("does not exist"), std::string::npos) << e;
   // Path traversal in the index.
