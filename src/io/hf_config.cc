@@ -84,11 +84,13 @@ class FieldReader {
   }
 
   // An int, or a list of ints (eos_token_id); a list yields its first element.
+  // Absent: the class default; explicit null: no such token (-1), as in transformers.
   int64_t token_id(const std::string& field, int64_t fallback) const {
+    if (j_.find(field) == j_.end()) return fallback;
     const json* v = find(field);
-    if (v == nullptr) return fallback;
+    if (v == nullptr) return -1;
     if (v->is_array()) {
-      if (v->empty()) return fallback;
+      if (v->empty()) return -1;
       return integer_value(field, (*v)[0]);
     }
     return integer_value(field, *v);
