@@ -27,7 +27,7 @@ struct GroupDefaults {
   int64_t volume_gib;
 };
 
-NodeGroup read_group(ConfigTable groups, const std::string& key, const GroupDefaults& d) {
+NodeGroup read_group(ConfigTable& groups, const std::string& key, const GroupDefaults& d) {
   NodeGroup g;
   g.key = key;
   ConfigTable t = groups.table(key);
@@ -106,7 +106,14 @@ void check_group(const InfraConfig& c, NodeGroup& g, bool gpu, int64_t default_e
       smallest = t;
     }
   }
+  // Pods may ask for no more than the least of each resource across the group's types.
   g.smallest = *smallest;
+  for (const auto& name : g.instance_types) {
+    const InstanceType* t = find_instance_type(name);
+    g.smallest.vcpus = std::min(g.smallest.vcpus, t->vcpus);
+    g.smallest.memory_gib = std::min(g.smallest.memory_gib, t->memory_gib);
+    g.smallest.efa_interfaces = std::min(g.smallest.efa_interfaces, t->efa_interfaces);
+  }
   if (g.capacity == Capacity::kSpot && g.instance_types.size() < 2) {
     // Allowed, but a single type makes Spot capacity fragile; not an error.
   }
