@@ -87,6 +87,7 @@ struct S3Options {
   uint64_t part_size = 16ull << 20;            // multipart part size (5 MiB .. 5 GiB)
   uint64_t multipart_threshold = 32ull << 20;  // files at least this big go multipart
   int concurrency = 8;                         // parallel parts / ranged GETs per transfer
+  int list_page_size = 1000;                   // max-keys per ListObjectsV2 page
   int max_attempts = 10;                       // per request, first try included
   double base_backoff_s = 0.1;                 // full-jitter exponential backoff
   double max_backoff_s = 5.0;

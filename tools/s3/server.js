@@ -5,7 +5,9 @@
 // real signed HTTP: conditional PUT (If-None-Match: *), AbortMultipartUpload and
 // ListMultipartUploads. Those three follow the S3 API reference; everything else is s3rver's.
 //
-//   node tools/s3/server.js --port 0 --dir /tmp/s3data --bucket moerl-test
+//   node --openssl-legacy-provider tools/s3/server.js --port 0 --dir /tmp/s3data --bucket moerl-test
+// (s3rver encrypts ListObjectsV2 continuation tokens with DES, which Node >= 17 only offers
+// with the legacy OpenSSL provider: without it every truncated listing answers 500.)
 //   -> prints "S3_TEST_SERVER_PORT=<port>" once listening; exits when stdin closes or on SIGTERM.
 'use strict';
 
@@ -152,7 +154,16 @@ async function missingOperations(ctx, next) {
   }
 }
 
+function checkDes() {
+  try {
+    require('crypto').createCipheriv('des', Buffer.alloc(8), Buffer.alloc(8));
+  } catch (err) {
+    throw new Error('DES is unavailable (needed by s3rver for list continuation tokens): run node --openssl-legacy-provider');
+  }
+}
+
 async function main() {
+  checkDes();
   const opts = parseArgs(process.argv.slice(2));
   fs.mkdirSync(opts.dir, { recursive: true });
   const server = new S3rver({

@@ -187,7 +187,8 @@ S3Result S3Client::execute(S3Call call) {
     if (classify(r) == Verdict::kFinal) return r;
     Verdict v = classify(r);
     last_problem = r.status == 0 ? h.transport_error
-                                 : "HTTP " + std::to_string(r.status) + (r.error_code.empty() ? "" : " " + r.error_code);
+                                 : "HTTP " + std::to_string(r.status) + (r.error_code.empty() ? "" : " " + r.error_code) +
+                                       (r.error_message.empty() ? "" : " (" + r.error_message + ")");
     if (v == Verdict::kRetryWithNewCredentials) credentials_->invalidate();
     if (attempt_no >= options_.max_attempts) {
       throw Error(std::string(call.op) + " " + where(call.key) + " failed after " + std::to_string(attempt_no) +
@@ -206,7 +207,7 @@ S3Result S3Client::execute(S3Call call) {
                   ErrorCode::kTimeout);
     }
     ++retries_;
-    MOERL_LOG(DEBUG) << "s3: " << call.op << " " << where(call.key) << " attempt " << attempt_no << " failed ("
+    MOERL_LOG(DEBUG) << "s3: " << call.op << " " << where(call.key) << (call.query.empty() ? "" : "?" + canonical_query(call.query)) << " attempt " << attempt_no << " failed ("
                      << last_problem << "); retrying in " << static_cast<int>(sleep_s * 1000) << " ms";
     std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
   }

@@ -218,7 +218,18 @@ std::string S3Store::get_range(const std::string& key, uint64_t offset, uint64_t
   S3Call c{"GetObject", "GET", full(key)};
   c.headers = {{"Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1)}};
   S3Result r = client_->execute(c);
-  if (r.status == 206) return std::move(r.body);
+  if (r.status == 206) {
+    // Trust Content-Range over the body length: some servers widen "bytes=0-0".
+    std::string cr = r.header("content-range");
+    uint64_t start = cr.rfind("bytes ", 0) == 0 ? std::stoull(cr.substr(6)) : offset;
+    if (start != offset) {
+      throw Error("GetObject " + client_->where(c.key) + ": asked for bytes from " + std::to_string(offset) +
+                      ", server sent Content-Range '" + cr + "'",
+                  "the endpoint mishandles ranges", ErrorCode::kIo);
+    }
+    if (r.body.size() > length) r.body.resize(length);
+    return std::move(r.body);
+  }
   if (r.status == 200) return r.body.substr(std::min<uint64_t>(offset, r.body.size()), length);  // range ignored
   if (r.status == 416) {
     auto h = head(key);
@@ -325,7 +336,8 @@ std::vector<ObjectInfo> S3Store::list(const std::string& prefix) {
   std::vector<ObjectInfo> out;
   std::string token;
   for (int page = 0;; ++page) {
-    S3Call c{"ListObjectsV2", "GET", "", {{"list-type", "2"}, {"prefix", p}}};
+    S3Call c{"ListObjectsV2", "GET", "",
+             {{"list-type", "2"}, {"prefix", p}, {"max-keys", std::to_string(client_->options().list_page_size)}}};
     if (!token.empty()) c.query.push_back({"continuation-token", token});
     S3Result r = client_->execute(c);
     if (r.status != 200) client_->fail(c, r);
