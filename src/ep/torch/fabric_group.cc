@@ -1,0 +1,338 @@
+// The fabric Group: dispatch/combine over libfabric tagged messages. Each rank owns one
+// buffer (allocated and registered once): R send regions then R receive regions, each
+// sized for the largest message (max_tokens_per_rank rows of `hidden` float32 plus
+// metadata). Per operation every rank posts one receive per peer into that peer's region
+// (tagged by sequence number and source), packs one message per destination straight into
+// its send region, and counts completions per peer. Row counts travel in the message
+// header, so no separate size negotiation is needed (receive regions are sized to max).
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/env.h"
+#include "base/error.h"
+#include "ep/ep.h"
+#include "ep/kernels/rows.h"
+#include "ep/torch/fabric_group.h"
+#include "ep/torch/routed.h"
+#include "ep/torch/tensors.h"
+#include "ep/torch/world.h"
+#include "ep/transport/fabric.h"
+#include "ep/transport/wire.h"
+
+namespace moerl::ep {
+namespace {
+
+using detail::RoutedState;
+
+class FabricGroup final : public Group {
+ public:
+  FabricGroup(const Config& cfg, int64_t num_experts, const detail::World& world)
+      : cfg_(cfg), num_experts_(num_experts), rank_(world.rank), num_ranks_(world.world_size) {
+    const int64_t El = num_experts / num_ranks_;
+    const int64_t K = cfg.max_topk;
+    max_rows_ = cfg.mode == Mode::kNormal ? cfg.max_tokens_per_rank
+                                          : cfg.max_tokens_per_rank * std::min<int64_t>(K, El);
+    max_row_bytes_ = std::max<int64_t>(cfg.hidden * 4, K * 4);
+    region_bytes_ = wire::rows_offset(El) + static_cast<size_t>(max_rows_) * (max_row_bytes_ + K * 8);
+    region_bytes_ = (region_bytes_ + 4095) & ~size_t(4095);
+    FabricEndpoint::Options o;
+    o.provider = cfg.provider.empty() ? env::get_or("FI_PROVIDER", "shm") : cfg.provider;
+    o.rank = rank_;
+    o.world_size = num_ranks_;
+    o.buffer_bytes = 2 * num_ranks_ * region_bytes_;
+    o.timeout_s = cfg.timeout_s;
+    auto store = world.store;
+    const int R = num_ranks_;
+    ep_ = std::make_unique<FabricEndpoint>(o, [store, R, this](const std::string& mine) {
+      store->set("addr/" + std::to_string(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+      std::vector<std::string> all(R);
+      for (int r = 0; r < R; ++r) {
+        auto v = store->get("addr/" + std::to_string(r));
+        all[r].assign(v.begin(), v.end());
+      }
+      return all;
+    });
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return num_ranks_; }
+  int64_t num_experts() const override { return num_experts_; }
+
+  Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
+    check_experts(num_experts);
+    return detail::compute_layout(topk_idx_TK, num_experts, num_ranks_);
+  }
+
+  Dispatched dispatch(const at::Tensor& x_TH, const at::Tensor& topk_idx_TK, const at::Tensor& topk_weights_TK,
+                      const Layout& layout, const Handle* cached) override {
+    std::shared_ptr<RoutedState> st;
+    at::Tensor x;
+    if (cached) {
+      st = detail::state_of(*cached);
+      x = x_TH.contiguous();
+      if (x.dim() != 2 || x.size(0) != st->num_tokens) {
+        throw Error("ep: cached dispatch got x with " + std::to_string(x.dim() == 2 ? x.size(0) : -1) +
+                        " rows, expected T=" + std::to_string(st->num_tokens) + " as in the handle",
+                    "a cached handle only fits inputs with the same tokens as the dispatch that made it");
+      }
+    } else {
+      auto in = detail::check_dispatch_inputs(x_TH, topk_idx_TK, topk_weights_TK, num_experts_);
+      check_bounds(in.topk_idx_TK.size(0), in.topk_idx_TK.size(1));
+      detail::compute_layout(in.topk_idx_TK, num_experts_, num_ranks_);  // validates ids
+      st = detail::plan_routing(in.topk_idx_TK, in.topk_weights_TK, num_experts_, num_ranks_, cfg_.mode);
+      x = in.x_TH;
+    }
+    const auto dtype = detail::payload_dtype(x, "x");
+    const int64_t H = x.size(1);
+    const int64_t row_bytes = H * kernels::dtype_size(dtype);
+    check_row_bytes(row_bytes, "x");
+    const auto& rt = st->routing;
+    const int64_t El = rt.experts_per_rank, K = rt.topk;
+    const bool with_meta = cached == nullptr;
+    const uint32_t seq = static_cast<uint32_t>(++seq_);
+    const int64_t num_counts = cfg_.mode == Mode::kNormal ? 1 : El;
+    const size_t rows_at = wire::rows_offset(num_counts);
+
+    for (int s = 0; s < num_ranks_; ++s)
+      if (s != rank_) ep_->post_recv(s, recv_offset(s), region_bytes_, tag(seq, s));
+    for (int i = 1; i < num_ranks_; ++i) {
+      const int d = (rank_ + i) % num_ranks_;
+      uint8_t* msg = ep_->buffer() + send_offset(d);
+      const int64_t n = rt.rows_to(d), first = rt.dest_offsets[d];
+      auto* counts = reinterpret_cast<int64_t*>(msg + wire::counts_offset());
+      if (cfg_.mode == Mode::kNormal) {
+        counts[0] = n;
+      } else {
+        for (int64_t e = 0; e < El; ++e)
+          counts[e] = rt.expert_offsets[d * El + e + 1] - rt.expert_offsets[d * El + e];
+      }
+      kernels::gather_rows(x.data_ptr(), row_bytes, rt.row_token.data() + first, n, msg + rows_at);
+      size_t bytes = rows_at + n * row_bytes;
+      if (with_meta) {
+        std::memcpy(msg + bytes, rt.row_topk_idx.data() + first * K, n * K * 4);
+        std::memcpy(msg + bytes + n * K * 4, rt.row_topk_weights.data() + first * K, n * K * 4);
+        bytes += n * K * 8;
+      }
+      write_header(msg, with_meta ? wire::Kind::kDispatch : wire::Kind::kDispatchCached, seq, n, row_bytes,
+                   with_meta ? K : 0, num_counts);
+      ep_->post_send(d, msg, bytes, tag(seq, rank_));
+    }
+    ep_->wait_all("dispatch #" + std::to_string(seq));
+
+    // Counts from every source (own rows from the plan), then place rows and metadata.
+    std::vector<int64_t> counts(num_ranks_ * num_counts);
+    for (int s = 0; s < num_ranks_; ++s) {
+      if (s == rank_) {
+        for (int64_t c = 0; c < num_counts; ++c)
+          counts[s * num_counts + c] = num_counts == 1 ? rt.rows_to(s)
+                                                       : rt.expert_offsets[s * El + c + 1] - rt.expert_offsets[s * El + c];
+        continue;
+      }
+      const uint8_t* msg = ep_->buffer() + recv_offset(s);
+      check_header(msg, s, with_meta ? wire::Kind::kDispatch : wire::Kind::kDispatchCached, seq, row_bytes,
+                   with_meta ? K : 0, num_counts);
+      std::memcpy(&counts[s * num_counts], msg + wire::counts_offset(), num_counts * 8);
+    }
+    if (with_meta) {
+      detail::set_recv_counts(*st, counts);
+    } else {
+      std::vector<int64_t> expect = cfg_.mode == Mode::kNormal ? st->recv_counts : st->recv_expert_counts;
+      if (expect != counts) {
+        throw Error("ep fabric rank " + std::to_string(rank_) + ": cached dispatch received row counts that differ " +
+                        "from the cached handle's",
+                    "every rank must reuse the handle of the same dispatch", ErrorCode::kInternal);
+      }
+    }
+    at::Tensor recv = at::empty({st->num_recv, H}, x.options());
+    auto* out = static_cast<uint8_t*>(recv.data_ptr());
+    std::vector<const int32_t*> meta_idx(num_ranks_);
+    std::vector<const float*> meta_w(num_ranks_);
+    for (int s = 0; s < num_ranks_; ++s) {
+      const int64_t n = st->recv_counts[s], first = st->recv_offsets[s];
+      if (s == rank_) {
+        const int64_t* tokens = rt.row_token.data() + rt.dest_offsets[s];
+        if (st->identity_order()) {
+          kernels::gather_rows(x.data_ptr(), row_bytes, tokens, n, out + first * row_bytes);
+        } else {
+          for (int64_t j = 0; j < n; ++j)
+            std::memcpy(out + st->recv_pos[first + j] * row_bytes, x.data_ptr<uint8_t>() + 0 + tokens[j] * row_bytes,
+                        row_bytes);
+        }
+        meta_idx[s] = rt.row_topk_idx.data() + rt.dest_offsets[s] * K;
+        meta_w[s] = rt.row_topk_weights.data() + rt.dest_offsets[s] * K;
+        continue;
+      }
+      const uint8_t* rows = ep_->buffer() + recv_offset(s) + rows_at;
+      if (st->identity_order()) {
+        std::memcpy(out + first * row_bytes, rows, n * row_bytes);
+      } else {
+        // Rows of one (source, expert) are contiguous in the message and in the output.
+        int64_t j = 0;
+        for (int64_t e = 0; e < El; ++e) {
+          const int64_t c = counts[s * El + e];
+          if (c) std::memcpy(out + st->recv_pos[first + j] * row_bytes, rows + j * row_bytes, c * row_bytes);
+          j += c;
+        }
+      }
+      meta_idx[s] = reinterpret_cast<const int32_t*>(rows + n * row_bytes);
+      meta_w[s] = reinterpret_cast<const float*>(rows + n * row_bytes + n * K * 4);
+    }
+    if (with_meta) detail::set_recv_meta(*st, meta_idx, meta_w);
+    return detail::make_dispatched(st, recv);
+  }
+
+  at::Tensor combine(const at::Tensor& y_NH, const Handle& handle) override {
+    auto st = detail::state_of(handle);
+    at::Tensor y = detail::check_combine_input(y_NH, st->num_recv);
+    const auto dtype = detail::payload_dtype(y, "combine input y");
+    const int64_t H = y.size(1);
+    const int64_t row_bytes = H * kernels::dtype_size(dtype);
+    check_row_bytes(row_bytes, "combine input y");
+    const auto& rt = st->routing;
+    const uint32_t seq = static_cast<uint32_t>(++seq_);
+    const size_t rows_at = wire::rows_offset(0);
+    const auto* ybytes = static_cast<const uint8_t*>(y.data_ptr());
+
+    for (int d = 0; d < num_ranks_; ++d)
+      if (d != rank_) ep_->post_recv(d, recv_offset(d), rows_at + rt.rows_to(d) * row_bytes, tag(seq, d));
+    for (int i = 1; i < num_ranks_; ++i) {
+      const int s = (rank_ + i) % num_ranks_;
+      uint8_t* msg = ep_->buffer() + send_offset(s);
+      const int64_t n = st->recv_counts[s], first = st->recv_offsets[s];
+      write_header(msg, wire::Kind::kCombine, seq, n, row_bytes, 0, 0);
+      if (st->identity_order() && ep_->sends_from_user_memory()) {
+        // Rows for source s are one contiguous block of y: send them in place.
+        ep_->post_send(s, msg, rows_at, tag(seq, rank_), ybytes + first * row_bytes, n * row_bytes);
+      } else {
+        if (st->identity_order()) {
+          std::memcpy(msg + rows_at, ybytes + first * row_bytes, n * row_bytes);
+        } else {
+          kernels::gather_rows(ybytes, row_bytes, st->recv_pos.data() + first, n, msg + rows_at);
+        }
+        ep_->post_send(s, msg, rows_at + n * row_bytes, tag(seq, rank_));
+      }
+    }
+    ep_->wait_all("combine #" + std::to_string(seq));
+
+    // Sum in rank order (0..R-1) so results are identical run to run and match alltoall.
+    at::Tensor acc = at::zeros({st->num_tokens, H}, at::kFloat);
+    float* a = acc.data_ptr<float>();
+    std::vector<uint8_t> own;
+    for (int d = 0; d < num_ranks_; ++d) {
+      const int64_t n = rt.rows_to(d);
+      const int64_t* tokens = rt.row_token.data() + rt.dest_offsets[d];
+      const uint8_t* rows;
+      if (d == rank_) {
+        const int64_t first = st->recv_offsets[d];
+        if (st->identity_order()) {
+          rows = ybytes + first * row_bytes;
+        } else {
+          own.resize(n * row_bytes);
+          kernels::gather_rows(ybytes, row_bytes, st->recv_pos.data() + first, n, own.data());
+          rows = own.data();
+        }
+      } else {
+        const uint8_t* msg = ep_->buffer() + recv_offset(d);
+        check_header(msg, d, wire::Kind::kCombine, seq, row_bytes, 0, 0);
+        const auto* h = reinterpret_cast<const wire::Header*>(msg);
+        if (static_cast<int64_t>(h->rows) != n) {
+          throw Error("ep fabric rank " + std::to_string(rank_) + ": combine got " + std::to_string(h->rows) +
+                          " rows from rank " + std::to_string(d) + ", expected " + std::to_string(n),
+                      "every rank must pass the handle of the same dispatch", ErrorCode::kInternal);
+        }
+        rows = msg + rows_at;
+      }
+      kernels::accumulate_rows(rows, dtype, H, tokens, n, a);
+    }
+    if (dtype == kernels::DType::kFloat32) return acc;
+    at::Tensor out = at::empty({st->num_tokens, H}, y.options());
+    kernels::convert_from_float(a, acc.numel(), dtype, out.data_ptr());
+    return out;
+  }
+
+ private:
+  static uint64_t tag(uint32_t seq, int src) { return (static_cast<uint64_t>(seq) << 24) | static_cast<uint64_t>(src); }
+  size_t send_offset(int d) const { return static_cast<size_t>(d) * region_bytes_; }
+  size_t recv_offset(int s) const { return static_cast<size_t>(num_ranks_ + s) * region_bytes_; }
+
+  void write_header(uint8_t* msg, wire::Kind kind, uint32_t seq, int64_t rows, int64_t row_bytes, int64_t topk,
+                    int64_t num_counts) const {
+    wire::Header h{};
+    h.magic = wire::kMagic;
+    h.version = wire::kVersion;
+    h.kind = static_cast<uint16_t>(kind);
+    h.seq = seq;
+    h.src = static_cast<uint32_t>(rank_);
+    h.rows = static_cast<uint64_t>(rows);
+    h.row_bytes = static_cast<uint32_t>(row_bytes);
+    h.topk = static_cast<uint32_t>(topk);
+    h.num_counts = static_cast<uint32_t>(num_counts);
+    h.checksum = wire::header_checksum(h);
+    std::memcpy(msg, &h, sizeof(h));
+  }
+
+  void check_header(const uint8_t* msg, int src, wire::Kind kind, uint32_t seq, int64_t row_bytes, int64_t topk,
+                    int64_t num_counts) const {
+    wire::Header h;
+    std::memcpy(&h, msg, sizeof(h));
+    const size_t got = ep_->received_bytes(src);
+    std::string why;
+    if (got < sizeof(h) || h.magic != wire::kMagic) why = "bad magic or short message";
+    else if (h.version != wire::kVersion) why = "wire version " + std::to_string(h.version) + " (this build speaks " + std::to_string(wire::kVersion) + ")";
+    else if (h.checksum != wire::header_checksum(h)) why = "header checksum mismatch";
+    else if (h.kind != static_cast<uint16_t>(kind) || h.seq != seq || h.src != static_cast<uint32_t>(src))
+      why = "kind/seq/src " + std::to_string(h.kind) + "/" + std::to_string(h.seq) + "/" + std::to_string(h.src) +
+            " but expected " + std::to_string(static_cast<int>(kind)) + "/" + std::to_string(seq) + "/" + std::to_string(src);
+    else if (h.row_bytes != row_bytes || h.topk != topk || h.num_counts != num_counts)
+      why = "row_bytes/topk/counts " + std::to_string(h.row_bytes) + "/" + std::to_string(h.topk) + "/" +
+            std::to_string(h.num_counts) + " but expected " + std::to_string(row_bytes) + "/" + std::to_string(topk) +
+            "/" + std::to_string(num_counts);
+    if (!why.empty()) {
+      throw Error("ep fabric rank " + std::to_string(rank_) + ": message from rank " + std::to_string(src) + ": " + why,
+                  "all ranks must run the same moerl build and make the same dispatch/combine calls with the same "
+                  "hidden size and dtype",
+                  ErrorCode::kInternal);
+    }
+  }
+
+  void check_experts(int64_t e) const {
+    if (e != num_experts_) {
+      throw Error("ep: num_experts=" + std::to_string(e) + " but the group was made for " + std::to_string(num_experts_),
+                  "pass the same expert count to the group and to get_dispatch_layout");
+    }
+  }
+  void check_bounds(int64_t T, int64_t K) const {
+    if (T > cfg_.max_tokens_per_rank || K > cfg_.max_topk) {
+      throw Error("ep fabric: dispatch of T=" + std::to_string(T) + " tokens, K=" + std::to_string(K) +
+                      " exceeds the buffers sized for max_tokens_per_rank=" + std::to_string(cfg_.max_tokens_per_rank) +
+                      ", max_topk=" + std::to_string(cfg_.max_topk),
+                  "raise max_tokens_per_rank / max_topk in the [ep] config, or dispatch in chunks");
+    }
+  }
+  void check_row_bytes(int64_t row_bytes, const char* what) const {
+    if (row_bytes > max_row_bytes_) {
+      throw Error(std::string("ep fabric: ") + what + " rows are " + std::to_string(row_bytes) +
+                      " bytes, above the buffers sized for hidden=" + std::to_string(cfg_.hidden) + " float32",
+                  "raise hidden in the [ep] config to the model's hidden size");
+    }
+  }
+
+  Config cfg_;
+  int64_t num_experts_;
+  int rank_, num_ranks_;
+  int64_t max_rows_ = 0, max_row_bytes_ = 0;
+  size_t region_bytes_ = 0;
+  uint64_t seq_ = 0;
+  std::unique_ptr<FabricEndpoint> ep_;
+};
+
+}  // namespace
+
+std::shared_ptr<Group> fabric_group(const Config& cfg, int64_t num_experts) {
+  detail::World w = detail::join_world("fabric", cfg.timeout_s);
+  cfg.validate(num_experts, w.world_size);
+  return std::make_shared<FabricGroup>(cfg, num_experts, w);
+}
+
+}  // namespace moerl::ep
