@@ -207,7 +207,7 @@ void draw_panel(Image& img, const PlotPanel& panel, Rect box, int s, double line
   int ylab_w = 0;
   for (const auto& l : ylabels) ylab_w = std::max(ylab_w, text_width(l, s));
   int left = pad + (panel.y_label.empty() ? 0 : th + pad) + ylab_w + 4 * s + 3 * s;
-  Rect plot{box.x0 + left, top, box.x1 - pad - 12 * s, box.y1 - bottom_margin};
+  Rect plot{box.x0 + left, top, box.x1 - pad - 16 * s, box.y1 - bottom_margin};
   if (plot.w() < 20 || plot.h() < 20) return;  // too small to draw anything useful
 
   auto px_of = [&](double x) { return plot.x0 + 0.5 + (x - xr.lo) / (xr.hi - xr.lo) * (plot.w() - 1); };
