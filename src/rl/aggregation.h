@@ -31,6 +31,8 @@ struct LossNorm {
 //   kSeqMeanTokenMean:    sum_i [sum_t x_it m_it / n_i] / norm.num_seqs  (n_i = tokens of row i)
 //   kSeqMeanTokenSumNorm: sum(x*m) / (norm.num_seqs * norm.max_len)
 // Rows without valid tokens contribute 0. Differentiable in x.
+// NOTE: split batches into micro-batches by rows (whole sequences): seq-mean-token-mean
+// divides by each row's own token count.
 at::Tensor aggregate(const at::Tensor& x_BL, const at::Tensor& mask_BL, LossAgg mode,
                      const LossNorm& norm);
 

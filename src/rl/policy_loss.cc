@@ -72,10 +72,6 @@ TokenTerms token_terms(const PolicyLossInputs& in, const LossConfig& cfg) {
   return t;
 }
 
-double local_mean(const at::Tensor& x, const at::Tensor& mask) {
-  return masked_mean(x.to(at::kDouble), mask).item<double>();
-}
-
 }  // namespace
 
 at::Tensor policy_token_loss(const PolicyLossInputs& in, const LossConfig& cfg) {
@@ -85,24 +81,21 @@ at::Tensor policy_token_loss(const PolicyLossInputs& in, const LossConfig& cfg) 
 PolicyLoss compute_policy_loss(const PolicyLossInputs& in, const LossConfig& cfg) {
   TokenTerms t = token_terms(in, cfg);
   const at::Tensor& mask = in.mask_BL;
-  PolicyLoss out;
-  PolicyLossMetrics& m = out.metrics;
-
   at::Tensor pg = aggregate(t.loss_BL, mask, cfg.loss_agg, in.norm);
   at::Tensor total = pg;
-  m.pg_loss = pg.item<double>();
+  at::Tensor zero = at::zeros({}, pg.options());
+  at::Tensor kl_loss = zero, lb_loss = zero, z_loss = zero, entropy = zero;
 
   if (cfg.kl_coef > 0 && cfg.kl_in == KlPlacement::kLoss) {
     MOERL_CHECK(in.ref_logp_BL.defined()) << "kl_coef > 0 with kl_in = loss needs ref_logp_BL";
     check_same_shape(in.ref_logp_BL, mask, "ref_logp_BL");
-    at::Tensor kl = aggregate(kl_penalty(in.logp_BL, in.ref_logp_BL, cfg.kl_estimator), mask,
-                              cfg.loss_agg, in.norm);
-    total = total + cfg.kl_coef * kl;
-    m.kl_loss = kl.item<double>();
+    kl_loss = aggregate(kl_penalty(in.logp_BL, in.ref_logp_BL, cfg.kl_estimator), mask, cfg.loss_agg,
+                        in.norm);
+    total = total + cfg.kl_coef * kl_loss;
   }
   if (in.entropy_BL.defined()) {
     check_same_shape(in.entropy_BL, mask, "entropy_BL");
-    m.entropy = local_mean(in.entropy_BL.detach(), mask);
+    entropy = masked_mean(in.entropy_BL.detach().to(pg.scalar_type()), mask);
     if (cfg.entropy_coef > 0) {
       total = total - cfg.entropy_coef * aggregate(in.entropy_BL, mask, cfg.loss_agg, in.norm);
     }
@@ -111,27 +104,48 @@ PolicyLoss compute_policy_loss(const PolicyLossInputs& in, const LossConfig& cfg
   }
   if (!in.router_logits_TE.empty()) {
     MOERL_CHECK_GT(in.num_experts, 0) << "router terms need num_experts";
-    at::Tensor lb = load_balancing_loss(in.router_logits_TE, in.topk_idx_TK, in.num_experts,
-                                        in.router_token_mask_T);
-    at::Tensor z = router_z_loss(in.router_logits_TE, in.router_token_mask_T);
-    m.lb_loss = lb.item<double>();
-    m.z_loss = z.item<double>();
-    total = total + in.aux_scale * (cfg.aux_loss_coef * lb + cfg.z_loss_coef * z).to(total.scalar_type());
+    lb_loss = load_balancing_loss(in.router_logits_TE, in.topk_idx_TK, in.num_experts,
+                                  in.router_token_mask_T);
+    z_loss = router_z_loss(in.router_logits_TE, in.router_token_mask_T);
+    total = total + in.aux_scale * (cfg.aux_loss_coef * lb_loss + cfg.z_loss_coef * z_loss)
+                                       .to(total.scalar_type());
   }
-  out.loss = total;
-  m.loss = total.item<double>();
 
+  // NOTE: every metric goes to the host in one copy (one device sync per call on GPU).
   at::NoGradGuard no_grad;
   at::Tensor valid = mask.to(at::kBool);
-  m.num_tokens = valid.sum().item<double>();
-  m.clip_frac = local_mean(t.clipped_BL, mask);
-  m.dual_clip_frac = local_mean(t.dual_clipped_BL, mask);
   at::Tensor rho = t.ratio_BL.to(at::kDouble);
-  m.approx_kl = local_mean(rho - 1.0 - rho.log(), mask);
-  m.ratio_mean = local_mean(rho, mask);
-  m.ratio_max = m.num_tokens > 0 ? rho.masked_select(valid).max().item<double>() : 0.0;
-  m.behav_weight_mean = local_mean(t.weight_raw_BL, mask);
-  m.behav_capped_frac = local_mean(t.capped_BL, mask);
+  at::Tensor rho_max = at::where(valid, rho, at::zeros_like(rho)).max();
+  std::vector<at::Tensor> values = {
+      total, pg, kl_loss, lb_loss, z_loss, entropy,
+      masked_mean(t.clipped_BL.to(at::kDouble), mask),
+      masked_mean(t.dual_clipped_BL.to(at::kDouble), mask),
+      masked_mean(rho - 1.0 - rho.log(), mask),
+      masked_mean(rho, mask),
+      rho_max,
+      masked_mean(t.weight_raw_BL.to(at::kDouble), mask),
+      masked_mean(t.capped_BL.to(at::kDouble), mask),
+      valid.sum()};
+  for (auto& v : values) v = v.detach().to(at::kDouble).reshape({});
+  at::Tensor host = at::stack(values).cpu();
+  const double* h = host.data_ptr<double>();
+  PolicyLoss out;
+  out.loss = total;
+  PolicyLossMetrics& m = out.metrics;
+  m.loss = h[0];
+  m.pg_loss = h[1];
+  m.kl_loss = h[2];
+  m.lb_loss = h[3];
+  m.z_loss = h[4];
+  m.entropy = h[5];
+  m.clip_frac = h[6];
+  m.dual_clip_frac = h[7];
+  m.approx_kl = h[8];
+  m.ratio_mean = h[9];
+  m.ratio_max = h[10];
+  m.behav_weight_mean = h[11];
+  m.behav_capped_frac = h[12];
+  m.num_tokens = h[13];
   return out;
 }
 

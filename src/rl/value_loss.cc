@@ -23,19 +23,23 @@ ValueLoss compute_value_loss(const ValueLossInputs& in, const LossConfig& cfg) {
   at::Tensor agg = aggregate(tok, in.mask_BL, cfg.loss_agg, in.norm);
   ValueLoss out;
   out.loss = cfg.value_coef * agg;
-  ValueLossMetrics& m = out.metrics;
-  m.value_loss = agg.item<double>();
   at::NoGradGuard no_grad;
-  m.num_tokens = in.mask_BL.to(at::kDouble).sum().item<double>();
+  at::Tensor v = in.values_BL.detach().to(at::kDouble);
+  at::Tensor ret = in.returns_BL.detach().to(at::kDouble);
+  at::Tensor clip_frac = at::zeros({}, v.options());
   if (cfg.value_clip > 0) {
-    at::Tensor v = in.values_BL.detach(), old = in.old_values_BL.detach();
-    at::Tensor ret = in.returns_BL.detach().to(v.scalar_type());
+    at::Tensor old = in.old_values_BL.detach().to(at::kDouble);
     at::Tensor v_clip = old + (v - old).clamp(-cfg.value_clip, cfg.value_clip);
-    m.clip_frac = masked_mean(((v_clip - ret).pow(2) > (v - ret).pow(2)).to(at::kDouble), in.mask_BL)
-                      .item<double>();
+    clip_frac = masked_mean(((v_clip - ret).pow(2) > (v - ret).pow(2)).to(at::kDouble), in.mask_BL);
   }
-  m.value_mean = masked_mean(in.values_BL.detach().to(at::kDouble), in.mask_BL).item<double>();
-  m.return_mean = masked_mean(in.returns_BL.detach().to(at::kDouble), in.mask_BL).item<double>();
+  // NOTE: one host copy for all metrics (one device sync on GPU).
+  at::Tensor host = at::stack({agg.detach().to(at::kDouble).reshape({}), clip_frac.reshape({}),
+                               masked_mean(v, in.mask_BL).reshape({}),
+                               masked_mean(ret, in.mask_BL).reshape({}),
+                               in.mask_BL.to(at::kDouble).sum().reshape({})})
+                         .cpu();
+  const double* h = host.data_ptr<double>();
+  out.metrics = ValueLossMetrics{h[0], h[1], h[2], h[3], h[4]};
   return out;
 }
 
