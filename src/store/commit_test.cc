@@ -48,7 +48,8 @@ class CommitOnBackends : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<ObjectStore> make() {
     if (GetParam() == "local") return std::make_unique<LocalStore>(dir_.path());
-    return std::make_unique<MemoryStore>("commit-" + std::to_string(reinterpret_cast<uintptr_t>(this)));
+    static int n = 0;
+    return std::make_unique<MemoryStore>("commit-" + std::to_string(n++));
   }
   TempDir dir_, tmp_;
 };

@@ -64,8 +64,8 @@ static bool recv_more(int fd, std::string& buf) {
   return true;
 }
 
-LoopbackHttp::LoopbackHttp(Handler handler, int upstream_port)
-    : handler_(std::move(handler)), upstream_port_(upstream_port) {
+LoopbackHttp::LoopbackHttp(Handler handler, int upstream_port, bool decide_after_body)
+    : handler_(std::move(handler)), upstream_port_(upstream_port), decide_after_body_(decide_after_body) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -168,7 +168,14 @@ void LoopbackHttp::serve(int fd) {
     ~Leave() { --n; }
   } leave{in_flight_};
 
-  // Decide on the headers alone, so a mid-request close really happens mid-body.
+  if (decide_after_body_) {
+    while (have < content_length) {
+      if (!recv_more(fd, buf)) return;
+      have = buf.size() - head_end - 4;
+    }
+    ex.body = buf.substr(head_end + 4, content_length);
+  }
+  // Otherwise decide on the headers alone, so a mid-request close really happens mid-body.
   Reply reply = handler_(ex);
   if (reply.kind == Reply::Kind::kCloseMidRequest) {
     while (have < content_length / 2 && recv_more(fd, buf)) have = buf.size() - head_end - 4;

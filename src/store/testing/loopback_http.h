@@ -51,8 +51,9 @@ struct Reply {
 class LoopbackHttp {
  public:
   using Handler = std::function<Reply(const HttpExchange&)>;
-  // upstream_port 0: the handler must answer everything itself.
-  explicit LoopbackHttp(Handler handler, int upstream_port = 0);
+  // upstream_port 0: the handler must answer everything itself. The handler sees the body
+  // only with decide_after_body (then close_mid_request closes after the whole body).
+  explicit LoopbackHttp(Handler handler, int upstream_port = 0, bool decide_after_body = false);
   ~LoopbackHttp();
   int port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
@@ -66,6 +67,7 @@ class LoopbackHttp {
 
   Handler handler_;
   int upstream_port_;
+  bool decide_after_body_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
