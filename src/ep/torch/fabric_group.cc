@@ -156,7 +156,7 @@ class FabricGroup final : public Group {
           kernels::gather_rows(x.data_ptr(), row_bytes, tokens, n, out + first * row_bytes);
         } else {
           for (int64_t j = 0; j < n; ++j)
-            std::memcpy(out + st->recv_pos[first + j] * row_bytes, x.data_ptr<uint8_t>() + 0 + tokens[j] * row_bytes,
+            std::memcpy(out + st->recv_pos[first + j] * row_bytes, static_cast<const uint8_t*>(x.data_ptr()) + tokens[j] * row_bytes,
                         row_bytes);
         }
         meta_idx[s] = rt.row_topk_idx.data() + rt.dest_offsets[s] * K;
