@@ -2,6 +2,7 @@
 // validator in tools/k8s-schemas (node + ajv, schemas from kubernetes-models and from the
 // operators' / eksctl's documented APIs). Negative cases inject one fault each into a
 // rendered set and expect the validator to name it.
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -232,6 +233,40 @@ TEST(Validate, InjectedFaultsAreRejected) {
     }
     EXPECT_TRUE(found) << f.name << ": expected '" << f.expect << "' in:\n" << v.output;
   }
+  std::filesystem::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace moerl::deploy
+
+namespace moerl::deploy {
+namespace {
+
+TEST(RehearsePlan, ReadsBackTheRolesCommandsAndEnvFromTheYaml) {
+  require_tools();
+  std::string tmp = testing::temp_dir("plan");
+  Loaded l = load_small();
+  JsonSet::of(l.infra, l.app).write(tmp + "/rendered");
+  auto r = run_command("node " + testing::source_dir() + "/tools/k8s-schemas/rehearse-plan.js " + tmp + "/rendered");
+  ASSERT_EQ(r.status, 0) << r.output;
+  Json plan = Json::parse(r.output);
+  EXPECT_EQ(plan["app_toml"], l.app.text);
+  EXPECT_EQ(plan["app_path"], "/etc/moerl/app.toml");
+  const Json& redis = plan["redis"]["argv"];
+  auto pw = std::find(redis.begin(), redis.end(), "--requirepass");
+  ASSERT_NE(pw, redis.end());
+  EXPECT_EQ(*(pw + 1), "test-password");  // $(REDIS_PASSWORD) resolved from the Secret
+  std::map<std::string, int64_t> replicas;
+  for (const auto& role : plan["roles"]) {
+    replicas[role["name"]] += role["replicas"].get<int64_t>();
+    EXPECT_EQ(role["argv"][0], "moerl");
+    EXPECT_EQ(role["argv"][1], role["name"]);
+    EXPECT_EQ(role["argv"][4], "runtime.queue=redis://:test-password@moerl-redis.moerl-small.svc.cluster.local:6379/0");
+    EXPECT_EQ(role["env"]["MOERL_REDIS_PASSWORD"], "test-password");
+    EXPECT_EQ(role["env"]["AWS_REGION"], "us-east-2");
+  }
+  EXPECT_EQ(replicas["trainer"], 2);  // master + 1 worker
+  EXPECT_EQ(replicas["rollout"], 4);
   std::filesystem::remove_all(tmp);
 }
 
