@@ -17,12 +17,12 @@ namespace {
 
 using testing::TempDir;
 
-struct Run {
+struct CliRun {
   int code;
   std::string out, err;
 };
 
-Run moerl(const std::string& args, const TempDir& tmp) {
+CliRun moerl(const std::string& args, const TempDir& tmp) {
   const char* bin = std::getenv("MOERL_BIN");
   std::string cmd = std::string("AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 "
                                 "AWS_EC2_METADATA_DISABLED=true '") +
@@ -42,7 +42,7 @@ TEST(StoreCli, CopyListRemoveBetweenLocalAndS3) {
   testing::write_file(tmp.file("src/sub/b.txt"), "bee");
   std::string base = testing::fresh_s3_uri("cli");
 
-  Run r = moerl("cp -r" + ep + tmp.file("src") + " " + base + "/dir", tmp);
+  CliRun r = moerl("cp -r" + ep + tmp.file("src") + " " + base + "/dir", tmp);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("copied 2 objects"), std::string::npos) << r.out;
   r = moerl("ls" + ep + base + "/", tmp);
@@ -90,7 +90,7 @@ TEST(StoreCli, VerifyAndCleanupOnALocalCommit) {
   w.put_bytes("weights.bin", testing::random_bytes(4096, 9));
   w.commit();
   s.put("ckpt/step-000002/orphan.bin", "x");
-  Run r = moerl("verify " + root.path() + "/ckpt/step-000001", tmp);
+  CliRun r = moerl("verify " + root.path() + "/ckpt/step-000001", tmp);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("1 shards, 4096 bytes"), std::string::npos) << r.out;
   r = moerl("verify " + root.path() + "/ckpt/step-000002", tmp);
