@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -173,6 +174,7 @@ TEST_F(DrainRedisTest, SigtermDrainsWorkerProcess) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
     int code = 5;
     try {
       RedisTaskQueue wq(url, "drain");

@@ -208,9 +208,10 @@ RedisReply RedisClient::command(const std::vector<std::string>& argv, Deadline d
   while (true) {
     ++attempts;
     if (ctx_ != nullptr || connect_locked(&last_error)) {
-      // Socket timeout: what is left of the deadline (at least a little), plus the time the
-      // server may hold a blocking command.
-      double remaining = std::clamp(deadline.remaining_seconds(), 0.05, 3600.0);
+      // Socket timeout: what is left of the deadline (at least the I/O floor), plus the time
+      // the server may hold a blocking command.
+      double remaining =
+          std::clamp(deadline.remaining_seconds(), options_.min_io_timeout_seconds, 3600.0);
       redisSetTimeout(ctx_, to_timeval(remaining + block_seconds));
       auto* r = static_cast<redisReply*>(
           redisCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));

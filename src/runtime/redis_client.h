@@ -9,7 +9,8 @@
 // that blocks on XREADGROUP its own client). A call retried after a lost connection may run
 // twice on the server (at-least-once); runtime callers are idempotent or dedupe downstream.
 // Failure: when the deadline passes without an answer, throws moerl::Error(kUnavailable)
-// naming the server, the command and the last connection error.
+// naming the server, the command and the last connection error. A call that is waiting on a
+// live but slow server may overrun its deadline by up to RedisOptions::min_io_timeout_seconds.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,10 @@ struct RedisOptions {
   double connect_timeout_seconds = 2.0;
   double backoff_initial_seconds = 0.02;
   double backoff_max_seconds = 1.0;
+  // Floor of the socket timeout: a loaded server (fsync on every write) may answer a call
+  // whose deadline is nearly spent a little late; such a call may overrun its deadline by up
+  // to this much instead of dropping a reply the server already acted on.
+  double min_io_timeout_seconds = 2.0;
 };
 
 class RedisClient {

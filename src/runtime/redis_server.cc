@@ -96,6 +96,7 @@ void RedisServer::spawn(Deadline deadline) {
   RedisOptions fast;
   fast.connect_timeout_seconds = 0.5;
   fast.backoff_max_seconds = 0.1;
+  fast.min_io_timeout_seconds = 0.5;
   RedisClient probe(parse_redis_url(url()), fast);
   while (true) {
     int status = 0;
