@@ -44,7 +44,7 @@ static int run_task(Args& args) {
                lim.max_answer_chars);
   for (int64_t i = 0; i < count; ++i) {
     tasks::TaskItem it = task->item(split, static_cast<uint64_t>(first + i));
-    nlohmann::json line = {{"id", it.id}, {"prompt", it.prompt}, {"answer", it.answer}};
+    nlohmann::ordered_json line = {{"id", it.id}, {"prompt", it.prompt}, {"answer", it.answer}};
     if (score) line["reward"] = task->reward(it, *score);
     std::cout << line.dump() << "\n";
   }

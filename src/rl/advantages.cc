@@ -2,6 +2,7 @@
 #include "rl/advantages.h"
 
 #include "base/check.h"
+#include "rl/kl.h"
 
 namespace moerl::rl {
 
@@ -86,6 +87,33 @@ at::Tensor whiten(const at::Tensor& x_BL, const at::Tensor& mask_BL) {
   at::Tensor mean = (x * m).sum() / n;
   at::Tensor var = ((x - mean).pow(2) * m).sum() / n;
   return ((x - mean) / (var.sqrt() + 1e-8) * m).to(x_BL.scalar_type());
+}
+
+Advantages compute_advantages(const AdvantageInputs& in, const LossConfig& cfg) {
+  MOERL_CHECK(in.rewards_B.defined() && in.rewards_B.dim() == 1) << "rewards_B must be [B]";
+  MOERL_CHECK(in.mask_BL.defined() && in.mask_BL.dim() == 2) << "mask_BL must be [B, L]";
+  MOERL_CHECK_EQ(in.rewards_B.size(0), in.mask_BL.size(0));
+  at::NoGradGuard no_grad;
+  bool kl_reward = cfg.kl_in == KlPlacement::kReward && cfg.kl_coef > 0;
+  MOERL_CHECK(!kl_reward || in.kl_BL.defined()) << "kl_in = reward needs kl_BL";
+  at::Tensor rewards = in.rewards_B.is_floating_point() ? in.rewards_B : in.rewards_B.to(at::kFloat);
+  Advantages out;
+  if (cfg.adv_estimator == AdvEstimator::kGae) {
+    MOERL_CHECK(in.values_BL.defined()) << "adv_estimator = gae needs values_BL";
+    at::Tensor r = token_rewards(rewards, in.mask_BL);
+    if (kl_reward) r = fold_kl_into_rewards(r, in.kl_BL, in.mask_BL, cfg.kl_coef);
+    Gae g = gae(r, in.values_BL, in.mask_BL, cfg.gamma, cfg.lambda);
+    out.advantages_BL = cfg.whiten_advantages ? whiten(g.advantages_BL, in.mask_BL) : g.advantages_BL;
+    out.returns_BL = g.returns_BL;
+    return out;
+  }
+  int64_t batch = in.rewards_B.size(0), g = cfg.group_size;
+  MOERL_CHECK(g > 0 && batch % g == 0) << "batch of " << batch << " responses is not whole groups of " << g;
+  at::Tensor r = rewards;
+  if (kl_reward) r = fold_kl_into_outcome(r, in.kl_BL, in.mask_BL, cfg.kl_coef);
+  at::Tensor adv = group_advantages(r.reshape({batch / g, g}), cfg.adv_estimator, cfg.adv_eps);
+  out.advantages_BL = broadcast_to_tokens(adv.reshape({-1}), in.mask_BL);
+  return out;
 }
 
 }  // namespace moerl::rl

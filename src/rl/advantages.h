@@ -5,6 +5,7 @@
 //   at::Tensor adv_NG = group_advantages(rewards_NG, AdvEstimator::kGrpo);
 //   at::Tensor adv_BL = broadcast_to_tokens(adv_NG.reshape({-1}), mask_BL);
 //   Gae g = gae(token_rewards(outcome_B, mask_BL), values_BL, mask_BL, 1.0, 0.95);
+//   Advantages a = compute_advantages({.rewards_B = r, .mask_BL = m}, cfg);  // all of it, per cfg
 // Pure functions; shape errors are MOERL_CHECK failures (a bug in the caller).
 #pragma once
 
@@ -44,5 +45,23 @@ Gae gae(const at::Tensor& rewards_BL, const at::Tensor& values_BL, const at::Ten
 // (x - mean) / (std + 1e-8) over the valid tokens of the whole batch (population std);
 // 0 at masked positions.
 at::Tensor whiten(const at::Tensor& x_BL, const at::Tensor& mask_BL);
+
+struct AdvantageInputs {
+  at::Tensor rewards_B;  // outcome reward per response; rows group-major (G consecutive rows
+                         // share a prompt, G = cfg.group_size)
+  at::Tensor mask_BL;    // response mask
+  at::Tensor values_BL;  // critic values at rollout time; needed for gae
+  at::Tensor kl_BL;      // per-token KL estimate (kl_penalty of old vs ref); needed when
+                         // cfg.kl_in = reward and cfg.kl_coef > 0
+};
+
+struct Advantages {
+  at::Tensor advantages_BL;
+  at::Tensor returns_BL;  // critic targets (gae only; undefined otherwise)
+};
+
+// The trainer's one call: applies cfg.adv_estimator, KL-in-reward (fold_kl_into_outcome for
+// group estimators, fold_kl_into_rewards for gae) and, for gae, whiten_advantages.
+Advantages compute_advantages(const AdvantageInputs& in, const LossConfig& cfg);
 
 }  // namespace moerl::rl

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/config.h"
 #include "base/error.h"
 #include "rl/test_util.h"
 
@@ -99,6 +100,54 @@ TEST(Whiten, MaskedPopulationStd) {
   at::Tensor x = t({1, 2, 3, 100}, {2, 2});
   at::Tensor mask = t({1, 1, 1, 0}, {2, 2});
   expect_all_near(whiten(x, mask), {-1.2247449, 0, 1.2247449, 0});
+}
+
+TEST(ComputeAdvantages, GroupEstimatorBroadcastsPerGroup) {
+  LossConfig cfg;
+  cfg.group_size = 4;
+  at::Tensor mask = at::ones({8, 2}, at::kDouble);
+  mask[0][1] = 0;
+  Advantages a = compute_advantages({.rewards_B = t({1, 2, 3, 6, 0.5, 0.5, 0.5, 0.5}), .mask_BL = mask}, cfg);
+  expect_all_near(a.advantages_BL.select(1, 0), {-0.9258197, -0.4629098, 0.0, 1.3887295, 0, 0, 0, 0});
+  EXPECT_EQ(a.advantages_BL[0][1].item<double>(), 0.0);
+  EXPECT_FALSE(a.returns_BL.defined());
+  cfg.group_size = 3;  // 8 rows are not whole groups of 3
+  EXPECT_THROW(compute_advantages({.rewards_B = t({1, 2, 3, 6, 0.5, 0.5, 0.5, 0.5}), .mask_BL = mask}, cfg),
+               Error);
+}
+
+// Dr.GRPO, G = 2, KL in the reward with coef 0.5: r' = [1 - 0.5*(0.2+0.4), 0 - 0.5*0] = [0.7, 0]
+// (the masked 1.0 does not count) -> mean 0.35 -> [0.35, -0.35].
+TEST(ComputeAdvantages, KlInRewardForGroups) {
+  LossConfig cfg;
+  cfg.group_size = 2;
+  cfg.adv_estimator = AdvEstimator::kDrGrpo;
+  cfg.kl_coef = 0.5;
+  cfg.kl_in = KlPlacement::kReward;
+  at::Tensor mask = t({1, 1, 1, 0}, {2, 2});
+  Advantages a = compute_advantages(
+      {.rewards_B = t({1, 0}), .mask_BL = mask, .kl_BL = t({0.2, 0.4, 0.0, 1.0}, {2, 2})}, cfg);
+  expect_all_near(a.advantages_BL, {0.35, 0.35, -0.35, 0});
+}
+
+// GAE with KL in the reward: gamma 0.9, lambda 0.5, outcome 1, kl [0.2, 0.4], coef 0.5,
+// V = [0.5, 0.4]: r = [-0.1, 0.8]; A1 = 0.8 - 0.4 = 0.4; delta0 = -0.1 + 0.36 - 0.5 = -0.24,
+// A0 = -0.24 + 0.45*0.4 = -0.06; returns [0.44, 0.8]. Whitened: mean 0.17, std 0.23 -> [-1, 1].
+TEST(ComputeAdvantages, GaeWithKlInRewardAndWhitening) {
+  ConfigDoc doc = ConfigDoc::parse(
+      "[algorithm]\nalgorithm = \"ppo\"\ngamma = 0.9\nlambda = 0.5\nkl_coef = 0.5\nkl_in = \"reward\"\n"
+      "whiten_advantages = false\n", "job.toml");
+  ConfigTable table = doc.root().table("algorithm");
+  LossConfig cfg = read_loss_config(table);
+  AdvantageInputs in{.rewards_B = t({1}), .mask_BL = t({1, 1}, {1, 2}), .values_BL = t({0.5, 0.4}, {1, 2}),
+                     .kl_BL = t({0.2, 0.4}, {1, 2})};
+  Advantages a = compute_advantages(in, cfg);
+  expect_all_near(a.advantages_BL, {-0.06, 0.4});
+  expect_all_near(a.returns_BL, {0.44, 0.8});
+  cfg.whiten_advantages = true;
+  expect_all_near(compute_advantages(in, cfg).advantages_BL, {-1, 1});
+  in.values_BL = at::Tensor();
+  EXPECT_THROW(compute_advantages(in, cfg), Error);
 }
 
 }  // namespace
