@@ -136,7 +136,11 @@ class AllToAllGroup final : public Group {
       auto work = pg_->alltoall_base(out, in, out_split, in_split);
       work->wait();
     } catch (const std::exception& e) {
-      throw Error("ep alltoall rank " + std::to_string(rank_) + ": " + what + " failed: " + e.what(),
+      std::string peers;
+      for (int r = 0; r < num_ranks_; ++r)
+        if (r != rank_) peers += (peers.empty() ? "rank " : ", rank ") + std::to_string(r);
+      throw Error("ep alltoall rank " + std::to_string(rank_) + ": " + what + " with " + peers +
+                      " failed: " + e.what(),
                   "a peer is dead, hung or far slower than expected; check its log", ErrorCode::kTimeout);
     }
   }

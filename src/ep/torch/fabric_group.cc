@@ -94,6 +94,7 @@ class FabricGroup final : public Group {
     const int64_t num_counts = cfg_.mode == Mode::kNormal ? 1 : El;
     const size_t rows_at = wire::rows_offset(num_counts);
 
+    ep_->begin("dispatch #" + std::to_string(seq));
     for (int s = 0; s < num_ranks_; ++s)
       if (s != rank_) ep_->post_recv(s, recv_offset(s), region_bytes_, tag(seq, s));
     for (int i = 1; i < num_ranks_; ++i) {
@@ -118,7 +119,7 @@ class FabricGroup final : public Group {
                    with_meta ? K : 0, num_counts);
       ep_->post_send(d, msg, bytes, tag(seq, rank_));
     }
-    ep_->wait_all("dispatch #" + std::to_string(seq));
+    ep_->wait_all();
 
     // Counts from every source (own rows from the plan), then place rows and metadata.
     std::vector<int64_t> counts(num_ranks_ * num_counts);
@@ -194,6 +195,7 @@ class FabricGroup final : public Group {
     const size_t rows_at = wire::rows_offset(0);
     const auto* ybytes = static_cast<const uint8_t*>(y.data_ptr());
 
+    ep_->begin("combine #" + std::to_string(seq));
     for (int d = 0; d < num_ranks_; ++d)
       if (d != rank_) ep_->post_recv(d, recv_offset(d), rows_at + rt.rows_to(d) * row_bytes, tag(seq, d));
     for (int i = 1; i < num_ranks_; ++i) {
@@ -213,7 +215,7 @@ class FabricGroup final : public Group {
         ep_->post_send(s, msg, rows_at + n * row_bytes, tag(seq, rank_));
       }
     }
-    ep_->wait_all("combine #" + std::to_string(seq));
+    ep_->wait_all();
 
     // Sum in rank order (0..R-1) so results are identical run to run and match alltoall.
     at::Tensor acc = at::zeros({st->num_tokens, H}, at::kFloat);

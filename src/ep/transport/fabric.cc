@@ -138,17 +138,28 @@ void* FabricEndpoint::desc_for(const void* p) const {
   return nullptr;
 }
 
+void FabricEndpoint::begin(const std::string& what) {
+  what_ = what;
+  deadline_at_ = now_seconds() + opts_.timeout_s;
+}
+
+void FabricEndpoint::post_timed_out(const char* verb, int peer) const {
+  throw Error("ep fabric rank " + std::to_string(opts_.rank) + ": timed out after " + std::to_string(opts_.timeout_s) +
+                  "s in " + what_ + " (provider " + provider_name_ + "): could not post the " + verb + " rank " +
+                  std::to_string(peer) + " (queue stayed full; the peer is not taking messages)",
+              "a peer is dead, hung or far slower than expected; check its log", ErrorCode::kTimeout);
+}
+
 void FabricEndpoint::post_recv(int peer, size_t offset, size_t bytes, uint64_t tag) {
   ops_.push_back(std::make_unique<Op>());
   Op* op = ops_.back().get();
   op->peer = peer;
   op->is_recv = true;
-  Deadline d = Deadline::after_seconds(opts_.timeout_s);
   for (;;) {
     ssize_t ret = fi_trecv(fi_->ep, buffer_ + offset, bytes, fi_->mr_desc, FI_ADDR_UNSPEC, tag, 0, &op->ctx);
     if (ret == 0) break;
     if (ret != -FI_EAGAIN) fail(opts_, "fi_trecv from rank " + std::to_string(peer), static_cast<int>(ret));
-    if (d.expired()) fail(opts_, "fi_trecv from rank " + std::to_string(peer) + " (queue stayed full)", -FI_ETIMEDOUT);
+    if (now_seconds() > deadline_at_) post_timed_out("receive from", peer);
     progress();
   }
   ++num_pending_;
@@ -162,13 +173,12 @@ void FabricEndpoint::post_send(int peer, const void* a, size_t a_bytes, uint64_t
   iovec iov[2] = {{const_cast<void*>(a), a_bytes}, {const_cast<void*>(b), b_bytes}};
   void* desc[2] = {desc_for(a), b ? desc_for(b) : nullptr};
   const size_t count = (b && b_bytes) ? 2 : 1;
-  Deadline d = Deadline::after_seconds(opts_.timeout_s);
   for (;;) {
     ssize_t ret = count == 1 ? fi_tsend(fi_->ep, a, a_bytes, desc[0], fi_->addr[peer], tag, &op->ctx)
                              : fi_tsendv(fi_->ep, iov, desc, count, fi_->addr[peer], tag, &op->ctx);
     if (ret == 0) break;
     if (ret != -FI_EAGAIN) fail(opts_, "fi_tsend to rank " + std::to_string(peer), static_cast<int>(ret));
-    if (d.expired()) fail(opts_, "fi_tsend to rank " + std::to_string(peer) + " (queue stayed full)", -FI_ETIMEDOUT);
+    if (now_seconds() > deadline_at_) post_timed_out("send to", peer);
     progress();
   }
   ++num_pending_;
@@ -200,17 +210,17 @@ void FabricEndpoint::progress() {
   fail(opts_, "fi_cq_read", static_cast<int>(n));
 }
 
-void FabricEndpoint::wait_all(const std::string& what) {
+void FabricEndpoint::wait_all() {
   auto describe = [&] {
     std::ostringstream os;
-    os << "ep fabric rank " << opts_.rank << ": timed out after " << opts_.timeout_s << "s in " << what
+    os << "ep fabric rank " << opts_.rank << ": timed out after " << opts_.timeout_s << "s in " << what_
        << " (provider " << provider_name_ << "): still missing";
     for (const auto& op : ops_) {
       if (!op->done) os << (op->is_recv ? " [message from rank " : " [send completion to rank ") << op->peer << "]";
     }
     return os.str();
   };
-  wait_until([&] { return num_pending_ == 0; }, Deadline::after_seconds(opts_.timeout_s), describe,
+  wait_until([&] { return num_pending_ == 0; }, Deadline::after_seconds(deadline_at_ - now_seconds()), describe,
              [&] { progress(); });
   ops_.clear();
 }

@@ -44,6 +44,9 @@ class FabricEndpoint {
   bool sends_from_user_memory() const { return !needs_local_mr_; }
   const std::string& provider_name() const { return provider_name_; }
 
+  // Starts one operation (a dispatch or combine): its single deadline (timeout_s from
+  // now) bounds every post and the wait; `what` names it in errors.
+  void begin(const std::string& what);
   // Receive the message tagged `tag` into buffer()[offset, offset+bytes).
   void post_recv(int peer, size_t offset, size_t bytes, uint64_t tag);
   // Send up to two pieces as one message; each piece lies in buffer() or, when
@@ -51,8 +54,8 @@ class FabricEndpoint {
   void post_send(int peer, const void* a, size_t a_bytes, uint64_t tag, const void* b = nullptr,
                  size_t b_bytes = 0);
   // Drives the completion queue until every posted operation completed. On deadline:
-  // Error naming this rank, each peer still owing a message, and `what`.
-  void wait_all(const std::string& what);
+  // Error naming this rank, each peer still owing a message, and the operation.
+  void wait_all();
   // Bytes of the last completed receive from `peer`.
   size_t received_bytes(int peer) const;
 
@@ -60,6 +63,9 @@ class FabricEndpoint {
   struct Op;
   void progress();
   void* desc_for(const void* p) const;
+  [[noreturn]] void post_timed_out(const char* verb, int peer) const;
+  std::string what_;
+  double deadline_at_ = 0;  // now_seconds() value ending the current operation
   Options opts_;
   std::string provider_name_;
   bool needs_local_mr_ = false;
