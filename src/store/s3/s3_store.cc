@@ -240,7 +240,7 @@ std::string S3Store::get_range(const std::string& key, uint64_t offset, uint64_t
 }
 
 void S3Store::download_range(const std::string& k, int fd, const std::string& path, uint64_t offset, uint64_t length,
-                             const std::string& etag) {
+                             uint64_t total, const std::string& etag) {
   uint64_t got = 0;
   S3Call c{"GetObject", "GET", k};
   c.sink = [&](const char* d, size_t n) {
@@ -260,6 +260,11 @@ void S3Store::download_range(const std::string& k, int fd, const std::string& pa
                 ErrorCode::kIo);
   }
   if (r.status != 206 && r.status != 200) client_->fail(c, r);
+  if (r.status == 200 && (offset != 0 || length != total)) {
+    throw Error("GetObject " + client_->where(k) + ": the endpoint ignored the Range header (HTTP 200 for bytes " +
+                    std::to_string(offset) + "+" + std::to_string(length) + ")",
+                "set [store].part_size_mib above the object size to download it in one request", ErrorCode::kIo);
+  }
   if (got != length) {
     throw Error("GetObject " + client_->where(k) + ": got " + std::to_string(got) + " of " + std::to_string(length) +
                     " bytes at offset " + std::to_string(offset),
@@ -288,7 +293,7 @@ void S3Store::get_file(const std::string& key, const std::string& path) {
         uint64_t i = next++;
         if (i >= num_chunks) return;
         try {
-          download_range(k, f.fd, tmp, i * chunk, std::min(chunk, h->size - i * chunk), h->etag);
+          download_range(k, f.fd, tmp, i * chunk, std::min(chunk, h->size - i * chunk), h->size, h->etag);
         } catch (...) {
           std::lock_guard<std::mutex> lock(err_mu);
           if (!first_error) first_error = std::current_exception();

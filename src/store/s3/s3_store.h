@@ -45,7 +45,7 @@ class S3Store : public ObjectStore {
   std::string full(const std::string& key) const;
   std::string relative(const std::string& full_key) const;
   void download_range(const std::string& full_key, int fd, const std::string& path, uint64_t offset,
-                      uint64_t length, const std::string& etag);
+                      uint64_t length, uint64_t total, const std::string& etag);
 
   std::string uri_;     // immutable
   std::string prefix_;  // root prefix inside the bucket, no trailing '/'; immutable
