@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "base/config.h"
 #include "base/error.h"
 #include "store/local_store.h"
 #include "store/memory_store.h"
@@ -89,6 +90,29 @@ TEST(OpenStore, DispatchesOnScheme) {
   EXPECT_EQ(code("file://relative"), ErrorCode::kInvalidInput);
   EXPECT_EQ(code("memory://"), ErrorCode::kInvalidInput);
   EXPECT_EQ(code(""), ErrorCode::kInvalidInput);
+}
+
+}  // namespace
+}  // namespace moerl::store
+
+namespace moerl::store {
+namespace {
+
+TEST(StoreOptions, FromConfigTable) {
+  ConfigDoc doc = ConfigDoc::parse(
+      "[store]\nendpoint = \"http://127.0.0.1:9000\"\naddressing = \"virtual\"\npart_size_mib = 8\nconcurrency = 3\n",
+      "test.toml");
+  ConfigTable t = doc.root().table("store");
+  StoreOptions o = store_options_from_config(t);
+  t.done();
+  EXPECT_EQ(o.s3.endpoint, "http://127.0.0.1:9000");
+  EXPECT_EQ(o.s3.addressing, Addressing::kVirtual);
+  EXPECT_EQ(o.s3.part_size, 8u << 20);
+  EXPECT_EQ(o.s3.concurrency, 3);
+  EXPECT_EQ(o.s3.max_attempts, 10);
+  ConfigDoc bad = ConfigDoc::parse("[store]\npart_size_mib = 1\n", "bad.toml");
+  ConfigTable b = bad.root().table("store");
+  EXPECT_THROW(store_options_from_config(b), Error);
 }
 
 }  // namespace
