@@ -31,6 +31,7 @@ std::string BufferSnapshot::encode() const {
   w.put_string(cursor);
   w.put<int64_t>(duplicates_dropped);
   w.put<int64_t>(taken);
+  w.put<uint64_t>(data_cursor);
   w.put<uint32_t>(static_cast<uint32_t>(seen.size()));
   for (const std::string& key : seen) w.put_string(key);
   put_records(w, pending);
@@ -45,6 +46,7 @@ BufferSnapshot BufferSnapshot::decode(std::string_view bytes) {
   s.cursor = r.get_string();
   s.duplicates_dropped = r.get<int64_t>();
   s.taken = r.get<int64_t>();
+  s.data_cursor = r.get<uint64_t>();
   uint32_t num_seen = r.get<uint32_t>();
   for (uint32_t i = 0; i < num_seen; ++i) s.seen.insert(r.get_string());
   s.pending = get_records(r);

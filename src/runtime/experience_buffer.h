@@ -38,6 +38,10 @@ struct BufferSnapshot {
   std::vector<ExperienceRecord> ungot;    // handed out, then handed back by unget()
   int64_t duplicates_dropped = 0;
   int64_t taken = 0;
+  // The controller's next dataset index at checkpoint time (set and read by the caller; the
+  // buffer does not use it). Tasks enqueued after it are enqueued again on restart; their
+  // duplicates are dropped by the dedupe set.
+  uint64_t data_cursor = 0;
   std::string encode() const;             // binary, magic "MRBS", version 1, crc32c
   static BufferSnapshot decode(std::string_view bytes);
 };

@@ -121,6 +121,7 @@ TEST(Records, SnapshotRoundTrip) {
   s.ungot = {random_record(rng)};
   s.duplicates_dropped = 4;
   s.taken = 9;
+  s.data_cursor = 1234567;
   std::string bytes = s.encode();
   BufferSnapshot b = BufferSnapshot::decode(bytes);
   EXPECT_EQ(b.cursor, s.cursor);
@@ -131,6 +132,7 @@ TEST(Records, SnapshotRoundTrip) {
   expect_equal(b.ungot[0], s.ungot[0]);
   EXPECT_EQ(b.duplicates_dropped, 4);
   EXPECT_EQ(b.taken, 9);
+  EXPECT_EQ(b.data_cursor, 1234567u);
   bytes[20] ^= 1;
   EXPECT_THROW(BufferSnapshot::decode(bytes), Error);
 }

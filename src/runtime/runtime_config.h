@@ -1,0 +1,68 @@
+// The [runtime] section of a job config and the factory that opens the queue, buffer and
+// weight registry it names. Same config for every role (trainer, rollout, train --mode async).
+//
+//   [runtime]
+//   queue_url = "redis://127.0.0.1:6379/0"   # or "inprocess" (default)
+//   namespace = "job42"
+//   lease_seconds = 60
+//   max_staleness = 2
+//   stale_policy = "regenerate"
+//   [runtime.spot]
+//   enabled = true
+//
+//   RuntimeConfig rc = RuntimeConfig::from_config(doc.root().table("runtime"));
+//   RuntimeBackends b = open_backends(rc);   // in-process: share b across threads
+//   WorkerLoopConfig w = worker_loop_config(rc, "pod-3");
+// from_config throws moerl::Error naming the key on bad values and rejects unknown keys.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/config.h"
+#include "runtime/experience_buffer.h"
+#include "runtime/spot_watcher.h"
+#include "runtime/staleness.h"
+#include "runtime/task_queue.h"
+#include "runtime/weight_registry.h"
+#include "runtime/worker_loop.h"
+
+namespace moerl::runtime {
+
+enum class BackendKind { kInProcess, kRedis };
+
+struct RuntimeConfig {
+  std::string queue_url = "inprocess";
+  std::string ns = "moerl";          // key namespace in Redis ("namespace" in TOML)
+  double lease_seconds = 60;
+  double renew_seconds = 0;          // 0 = lease_seconds / 3
+  int tasks_per_lease = 1;
+  uint32_t max_deliveries = 5;
+  uint64_t max_staleness = 1;
+  StalePolicy stale_policy = StalePolicy::kDrop;
+  double drain_seconds = 90;
+  double drain_margin_seconds = 2;
+  double call_timeout_seconds = 30;
+  bool spot_enabled = false;
+  SpotConfig spot;
+
+  static RuntimeConfig from_config(ConfigTable table);
+  BackendKind backend() const;
+  nlohmann::json to_json() const;
+};
+
+struct RuntimeBackends {
+  std::shared_ptr<TaskQueue> queue;
+  std::shared_ptr<ExperienceBuffer> buffer;
+  std::shared_ptr<WeightRegistry> weights;
+};
+
+// In-process: fresh objects, to be shared by the threads of this process. Redis: fresh
+// connections (open one set per process, or per thread that blocks). `trainer_consumer`
+// names the trainer in the experience group.
+RuntimeBackends open_backends(const RuntimeConfig& config,
+                              const std::string& trainer_consumer = "trainer");
+
+WorkerLoopConfig worker_loop_config(const RuntimeConfig& config, const std::string& worker_id);
+
+}  // namespace moerl::runtime
