@@ -30,7 +30,8 @@ at::Tensor aggregate(const at::Tensor& x_BL, const at::Tensor& mask_BL, LossAgg 
                      const LossNorm& norm) {
   check_same_shape(x_BL, mask_BL, "aggregated values");
   at::Tensor m = mask_BL.to(x_BL.scalar_type());
-  at::Tensor xm = x_BL * m;
+  // NOTE: where(), not x * m: a NaN/inf in padding must not reach the loss (NaN * 0 = NaN).
+  at::Tensor xm = at::where(mask_BL.to(at::kBool), x_BL, at::zeros_like(x_BL));
   switch (mode) {
     case LossAgg::kTokenMean:
       MOERL_CHECK_GT(norm.num_tokens, 0) << "token-mean needs the global token count";
@@ -51,7 +52,7 @@ at::Tensor aggregate(const at::Tensor& x_BL, const at::Tensor& mask_BL, LossAgg 
 
 at::Tensor masked_mean(const at::Tensor& x, const at::Tensor& mask) {
   at::Tensor m = mask.to(x.scalar_type());
-  return (x * m).sum() / m.sum().clamp_min(1);
+  return at::where(mask.to(at::kBool), x, at::zeros_like(x)).sum() / m.sum().clamp_min(1);
 }
 
 }  // namespace moerl::rl

@@ -1,6 +1,8 @@
 // Loss aggregation modes (hand-computed) and global normalisation counts.
 #include "rl/aggregation.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -48,6 +50,17 @@ TEST(Aggregate, Gradients) {
   at::Tensor x = t({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_(true);
   aggregate(x, mask, LossAgg::kSeqMeanTokenMean, norm).backward();
   testing::expect_all_near(x.grad(), {0.25, 0.25, 0, 1.0 / 6, 1.0 / 6, 1.0 / 6});
+}
+
+// Padding may hold anything (NaN, inf); neither the value nor the gradient may see it.
+TEST(Aggregate, PaddingCannotPoison) {
+  at::Tensor mask = t({1, 1, 0, 1, 1, 1}, {2, 3});
+  at::Tensor x = t({1, 2, NAN, 4, 5, 6}, {2, 3}).requires_grad_(true);
+  at::Tensor y = aggregate(x, mask, LossAgg::kTokenMean, LossNorm::from_mask(mask));
+  EXPECT_NEAR(y.item<double>(), 3.6, 1e-12);
+  y.backward();
+  testing::expect_all_near(x.grad(), {0.2, 0.2, 0, 0.2, 0.2, 0.2});
+  EXPECT_NEAR(masked_mean(t({1, INFINITY}), t({1, 0})).item<double>(), 1.0, 1e-12);
 }
 
 TEST(Aggregate, ShapeMismatchIsABug) {

@@ -34,7 +34,14 @@ TokenTerms token_terms(const PolicyLossInputs& in, const LossConfig& cfg) {
   at::Tensor behav = in.behav_logp_BL.defined() ? in.behav_logp_BL.detach() : old;
   check_same_shape(behav, mask, "behav_logp_BL");
 
+  // NOTE: padding may hold anything; neutral values there keep NaN/inf out of the backward
+  // pass too (a zero upstream gradient times NaN is still NaN).
+  at::Tensor valid = mask.to(at::kBool);
+  at::Tensor cur = in.logp_BL.detach();
+  old = at::where(valid, old, cur);
+  behav = at::where(valid, behav, old);
   at::Tensor adv = in.advantages_BL.detach().to(in.logp_BL.scalar_type());
+  adv = at::where(valid, adv, at::zeros_like(adv));
   TokenTerms t;
   at::Tensor ratio = at::exp((in.logp_BL - old).clamp(-kLogRatioClamp, kLogRatioClamp));
   at::Tensor surr1 = -adv * ratio;
@@ -89,8 +96,8 @@ PolicyLoss compute_policy_loss(const PolicyLossInputs& in, const LossConfig& cfg
   if (cfg.kl_coef > 0 && cfg.kl_in == KlPlacement::kLoss) {
     MOERL_CHECK(in.ref_logp_BL.defined()) << "kl_coef > 0 with kl_in = loss needs ref_logp_BL";
     check_same_shape(in.ref_logp_BL, mask, "ref_logp_BL");
-    kl_loss = aggregate(kl_penalty(in.logp_BL, in.ref_logp_BL, cfg.kl_estimator), mask, cfg.loss_agg,
-                        in.norm);
+    at::Tensor ref = at::where(mask.to(at::kBool), in.ref_logp_BL.detach(), in.logp_BL.detach());
+    kl_loss = aggregate(kl_penalty(in.logp_BL, ref, cfg.kl_estimator), mask, cfg.loss_agg, in.norm);
     total = total + cfg.kl_coef * kl_loss;
   }
   if (in.entropy_BL.defined()) {

@@ -251,6 +251,28 @@ TEST(PolicyLoss, FreshSamplesReduceToPlainPpo) {
   EXPECT_NEAR(compute_policy_loss(in, cfg).loss.item<double>(), want.item<double>(), 1e-12);
 }
 
+// NaN in the padding of every input: same loss and gradients as clean padding.
+TEST(PolicyLoss, PaddingCannotPoison) {
+  PolicyLossInputs clean = random_batch(3, 5, 21);
+  LossConfig cfg = dapo_config();
+  cfg.kl_coef = 0.1;
+  cfg.behaviour_correction = BehaviourCorrection::kDecoupled;
+  PolicyLoss want = compute_policy_loss(clean, cfg);
+  want.loss.backward();
+  PolicyLossInputs dirty = clean;
+  dirty.logp_BL = clean.logp_BL.detach().clone().requires_grad_(true);
+  at::Tensor pad = clean.mask_BL == 0;
+  ASSERT_GT(pad.sum().item<int64_t>(), 0);
+  for (at::Tensor* x : {&dirty.old_logp_BL, &dirty.behav_logp_BL, &dirty.ref_logp_BL, &dirty.advantages_BL}) {
+    *x = x->masked_fill(pad, NAN);
+  }
+  PolicyLoss got = compute_policy_loss(dirty, cfg);
+  got.loss.backward();
+  EXPECT_NEAR(got.loss.item<double>(), want.loss.item<double>(), 1e-12);
+  expect_tensors_near(dirty.logp_BL.grad(), clean.logp_BL.grad(), 1e-12);
+  EXPECT_TRUE(std::isfinite(got.metrics.approx_kl));
+}
+
 TEST(PolicyLoss, RouterTermsScaled) {
   PolicyLossInputs in = six_tokens();
   LossConfig cfg = dapo_config();

@@ -9,11 +9,13 @@ at::Tensor value_token_loss(const ValueLossInputs& in, double value_clip) {
   MOERL_CHECK(in.mask_BL.defined() && in.mask_BL.dim() == 2) << "mask_BL must be [B, L]";
   check_same_shape(in.values_BL, in.mask_BL, "values_BL");
   check_same_shape(in.returns_BL, in.mask_BL, "returns_BL");
-  at::Tensor ret = in.returns_BL.detach().to(in.values_BL.scalar_type());
+  // NOTE: neutral values in padding keep NaN/inf there out of the backward pass.
+  at::Tensor valid = in.mask_BL.to(at::kBool), cur = in.values_BL.detach();
+  at::Tensor ret = at::where(valid, in.returns_BL.detach().to(cur.scalar_type()), cur);
   at::Tensor unclipped = (in.values_BL - ret).pow(2);
   if (value_clip <= 0) return 0.5 * unclipped;
   check_same_shape(in.old_values_BL, in.mask_BL, "old_values_BL");
-  at::Tensor old = in.old_values_BL.detach().to(in.values_BL.scalar_type());
+  at::Tensor old = at::where(valid, in.old_values_BL.detach().to(cur.scalar_type()), cur);
   at::Tensor v_clip = old + (in.values_BL - old).clamp(-value_clip, value_clip);
   return 0.5 * at::maximum(unclipped, (v_clip - ret).pow(2));
 }

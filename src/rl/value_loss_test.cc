@@ -1,6 +1,8 @@
 // Clipped value loss against hand-computed values, with gradients and micro-batch sums.
 #include "rl/value_loss.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "rl/test_util.h"
@@ -21,8 +23,8 @@ using testing::t;
 ValueLossInputs four_tokens() {
   ValueLossInputs in;
   in.values_BL = t({1.0, 0.4, 0.0, 2.0, 50.0}, {1, 5}).requires_grad_(true);
-  in.old_values_BL = t({0.5, 0.5, 0.5, 1.0, -9.0}, {1, 5});
-  in.returns_BL = t({1.2, 0.0, 0.1, 3.0, 4.0}, {1, 5});
+  in.old_values_BL = t({0.5, 0.5, 0.5, 1.0, NAN}, {1, 5});     // padding may hold NaN
+  in.returns_BL = t({1.2, 0.0, 0.1, 3.0, INFINITY}, {1, 5});
   in.mask_BL = t({1, 1, 1, 1, 0}, {1, 5});
   in.norm = LossNorm::from_mask(in.mask_BL);
   return in;
