@@ -1,6 +1,8 @@
 // Verifier-backed RewardFn and the reward-function registry.
 #include "tasks/reward_fn.h"
 
+#include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -19,6 +21,33 @@ std::vector<double> VerifierRewardFn::score(const std::vector<TaskItem>& items,
   std::vector<double> out(items.size());
   for (size_t i = 0; i < items.size(); ++i) out[i] = task_->reward(items[i], completions[i]);
   return out;
+}
+
+TextScorerRewardFn::TextScorerRewardFn(std::string name, Scorer scorer, Squash squash)
+    : name_(std::move(name)), scorer_(std::move(scorer)), squash_(squash) {
+  MOERL_CHECK(scorer_ != nullptr);
+}
+
+std::vector<double> TextScorerRewardFn::score(const std::vector<TaskItem>& items,
+                                              const std::vector<std::string>& completions) {
+  MOERL_CHECK_EQ(items.size(), completions.size());
+  std::vector<std::string> texts(items.size());
+  for (size_t i = 0; i < items.size(); ++i) texts[i] = items[i].prompt + completions[i];
+  std::vector<double> out = scorer_(texts);
+  MOERL_CHECK_EQ(out.size(), texts.size()) << "scorer '" << name_ << "' returned a wrong count";
+  for (double& v : out) {
+    if (!std::isfinite(v)) {
+      throw Error("reward '" + name_ + "' produced a non-finite score",
+                  "check the scoring model checkpoint (NaN weights?)", ErrorCode::kInternal);
+    }
+    if (squash_ == Squash::kSigmoid) v = 1.0 / (1.0 + std::exp(-v));
+  }
+  return out;
+}
+
+RewardRange TextScorerRewardFn::range() const {
+  if (squash_ == Squash::kSigmoid) return {0.0, 1.0};
+  return {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
 }
 
 namespace {

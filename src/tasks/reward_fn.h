@@ -50,6 +50,27 @@ class VerifierRewardFn : public RewardFn {
   std::shared_ptr<const Task> task_;
 };
 
+// Adapter for scoring models: reward = squash(scorer(prompt + completion)). The plug-in
+// that owns the model supplies `scorer` (one score per text, batched); squash kNone keeps
+// raw scores (range unbounded), kSigmoid maps them into (0, 1).
+// Thread-safety: as the scorer's.
+enum class Squash { kNone, kSigmoid };
+
+class TextScorerRewardFn : public RewardFn {
+ public:
+  using Scorer = std::function<std::vector<double>(const std::vector<std::string>& texts)>;
+  TextScorerRewardFn(std::string name, Scorer scorer, Squash squash);
+  std::string name() const override { return name_; }
+  std::vector<double> score(const std::vector<TaskItem>& items,
+                            const std::vector<std::string>& completions) override;
+  RewardRange range() const override;
+
+ private:
+  std::string name_;
+  Scorer scorer_;
+  Squash squash_;
+};
+
 using RewardFnFactory =
     std::function<std::unique_ptr<RewardFn>(ConfigTable& table, std::shared_ptr<const Task> task)>;
 

@@ -1,6 +1,9 @@
 // Reward functions: the verifier kind, a plugged-in kind through the registry, and errors.
 #include "tasks/reward_fn.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -51,6 +54,28 @@ TEST(RewardFn, PluggedKindReadsItsOwnKeys) {
   EXPECT_EQ(fn->name(), "length");
   EXPECT_EQ(fn->score({task->item(Split::kTrain, 0), task->item(Split::kTrain, 1)}, {"ab", "abcd"}),
             (std::vector<double>{0.5, 1.0}));
+}
+
+// A scoring model stand-in: score = number of 'a' in prompt + completion, minus 1.
+TEST(RewardFn, TextScorerAdapter) {
+  auto scorer = [](const std::vector<std::string>& texts) {
+    std::vector<double> out;
+    for (const auto& s : texts) out.push_back(static_cast<double>(std::count(s.begin(), s.end(), 'a')) - 1.0);
+    return out;
+  };
+  std::vector<TaskItem> items = {{"x", "a:", ""}, {"y", "b:", ""}};
+  TextScorerRewardFn raw("model", scorer, Squash::kNone);
+  EXPECT_EQ(raw.score(items, {"aa", "b"}), (std::vector<double>{2.0, -1.0}));
+  EXPECT_TRUE(std::isinf(raw.range().max));
+  TextScorerRewardFn sig("model", scorer, Squash::kSigmoid);
+  std::vector<double> s = sig.score(items, {"", "a"});  // raw 0 and 0 -> 0.5, 0.5
+  EXPECT_DOUBLE_EQ(s[0], 0.5);
+  EXPECT_DOUBLE_EQ(s[1], 0.5);
+  EXPECT_NEAR(sig.score(items, {"a", ""})[0], 0.7310586, 1e-7);  // sigmoid(1)
+  EXPECT_EQ(sig.range().max, 1.0);
+  TextScorerRewardFn bad("model", [](const std::vector<std::string>& t) { return std::vector<double>(t.size(), NAN); },
+                         Squash::kNone);
+  EXPECT_THROW(bad.score(items, {"a", "b"}), Error);
 }
 
 TEST(RewardFn, UnknownKindListsTheRegisteredOnes) {
