@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Packs the Debian build dependencies the GPU machine's image lacks (headers, shared
+# libraries with their closure, pkg-config and CMake package files) into .gpudeps/, which
+# the device `run` call carries and scripts/gpu-check.sh puts on the search paths.
+#   dev/gpu/pack-deps.sh        # then run(..., carry=[".gpudeps"])
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+D=.gpudeps
+rm -rf "$D"; mkdir -p "$D/include" "$D/lib/pkgconfig" "$D/lib/cmake" "$D/share/cmake"
+grep -qx '/.gpudeps/' .git/info/exclude 2>/dev/null || echo '/.gpudeps/' >> .git/info/exclude
+ML=/usr/lib/x86_64-linux-gnu
+for h in rdma toml++ nlohmann gtest gmock hiredis openssl gloo; do cp -rL /usr/include/$h "$D/include/"; done
+cp -rL /usr/include/x86_64-linux-gnu/curl "$D/include/"
+cp -rL /usr/include/x86_64-linux-gnu/openssl/* "$D/include/openssl/"
+cp -rL /usr/include/curl/* "$D/include/curl/" 2>/dev/null || true
+cp $ML/libgtest*.a $ML/libgmock*.a "$D/lib/"
+cp -r $ML/cmake/GTest "$D/lib/cmake/"
+cp -r /usr/share/cmake/nlohmann_json "$D/share/cmake/"
+# Shared libraries and their closure, minus the C runtime every image has.
+skip='^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so'
+for l in libfabric.so.1 libtomlplusplus.so.3 libhiredis.so.0.14 libcurl.so.4 libssl.so.3 libcrypto.so.3 libgloo.so.0; do
+  [ -e $ML/$l ] || continue
+  cp -L $ML/$l "$D/lib/"
+  ldd $ML/$l | awk '$3 ~ /^\// {print $3}' | while read -r dep; do
+    b=$(basename "$dep"); [[ $b =~ $skip ]] || cp -nL "$dep" "$D/lib/"
+  done
+done
+(cd "$D/lib" && for l in *.so.*; do base=${l%%.so.*}.so; [ -e "$base" ] || ln -s "$l" "$base"; done)
+for pc in libfabric tomlplusplus hiredis libcurl libssl openssl libcrypto gtest gtest_main; do
+  [ -e $ML/pkgconfig/$pc.pc ] || continue
+  sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' -e 's|^libdir=.*|libdir=${prefix}/lib|' \
+      -e 's|^includedir=.*|includedir=${prefix}/include|' $ML/pkgconfig/$pc.pc > "$D/lib/pkgconfig/$pc.pc"
+done
+# GTest's CMake targets name /usr paths: point them at the packed copies.
+sed -i -e "s|/usr/lib/x86_64-linux-gnu/|\${_IMPORT_PREFIX}/lib/|g" -e 's|"/usr/include"|"${_IMPORT_PREFIX}/include"|g' "$D"/lib/cmake/GTest/*.cmake
+du -sh "$D"

@@ -1,0 +1,123 @@
+// cuda_ipc EP transport with 2 and 4 ranks (processes) sharing one GPU: the parent test
+// re-executes this binary per rank (worker test selected by filter, TCPStore rendezvous on
+// 127.0.0.1) and waits with a deadline. Each rank checks dispatch -> expert -> combine
+// against the closed form, in normal and low-latency mode, fresh and cached, bf16 and f32.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ep/cuda/cuda_ipc_group.h"
+
+namespace moerl::ep {
+namespace {
+
+// Exit codes of `world` ranks of the worker test; -1 for a rank killed at the deadline.
+std::vector<int> run_ranks(int world, int port, double timeout_s) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("MOERL_CUDA_IPC_WORKER", "1", 1);
+      execl("/proc/self/exe", "moerl_gpu_tests", "--gtest_filter=CudaIpcWorker.*", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(world, -1);
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  int left = world;
+  while (left > 0 && std::chrono::steady_clock::now() < end) {
+    for (int r = 0; r < world; ++r) {
+      if (codes[r] != -1 || pids[r] == 0) continue;
+      int st = 0;
+      if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        pids[r] = 0;
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int r = 0; r < world; ++r)
+    if (pids[r] != 0) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], nullptr, 0);
+    }
+  return codes;
+}
+
+TEST(CudaIpc, TwoRanksOneGpu) { EXPECT_EQ(run_ranks(2, 29000 + getpid() % 2000, 120), std::vector<int>(2, 0)); }
+TEST(CudaIpc, FourRanksOneGpu) { EXPECT_EQ(run_ranks(4, 31000 + getpid() % 2000, 180), std::vector<int>(4, 0)); }
+
+double rel_err(const at::Tensor& out, const at::Tensor& ref) {
+  at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
+  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
+}
+
+// One rank's checks; runs only in the re-executed workers.
+TEST(CudaIpcWorker, DispatchCombine) {
+  if (!std::getenv("MOERL_CUDA_IPC_WORKER")) GTEST_SKIP() << "runs as a rank of CudaIpc.*";
+  const int rank = std::atoi(std::getenv("RANK"));
+  const int64_t E = 16, K = 4, H = 264;  // H*2 bytes not a multiple of 16: byte path too
+  for (Mode mode : {Mode::kNormal, Mode::kLowLatency}) {
+    Config cfg;
+    cfg.mode = mode;
+    cfg.max_tokens_per_rank = 512;
+    cfg.hidden = 512;
+    cfg.max_topk = K;
+    cfg.timeout_s = 60;
+    auto g = cuda_ipc_group(cfg, E);
+    const int64_t El = E / g->world_size();
+    for (auto dt : {at::kBFloat16, at::kFloat}) {
+      for (int64_t h : {H, int64_t{256}}) {
+        at::manual_seed(100 + rank);
+        const int64_t T = 100 + 37 * rank;
+        auto opt = at::TensorOptions().device(at::kCUDA);
+        at::Tensor x = at::randn({T, h}, opt.dtype(dt));
+        at::Tensor idx = at::rand({T, E}).argsort(1).narrow(1, 0, K).contiguous();
+        idx.masked_fill_(at::rand({T, K}).lt(0.1), -1);
+        at::Tensor w = at::rand({T, K}).masked_fill(idx.lt(0), 0.f);
+        at::Tensor idx_d = idx.cuda(), w_d = w.cuda();
+        Layout l = g->get_dispatch_layout(idx_d, E);
+        Dispatched d = g->dispatch(x, idx_d, w_d, l);
+        ASSERT_EQ(d.recv_x_NH.size(0), d.handle.num_recv);
+        at::Tensor ri = d.recv_topk_idx_NK.cpu();
+        ASSERT_TRUE(ri.ge(-1).all().item<bool>() && ri.lt(El).all().item<bool>());
+        int64_t per_expert_sum = 0;
+        for (int64_t c : d.num_recv_tokens_per_expert) per_expert_sum += c;
+        EXPECT_GE(per_expert_sum, mode == Mode::kLowLatency ? d.handle.num_recv : 0);
+        // "Expert": scale each received row by the sum of its local weights.
+        auto expert = [&](const Dispatched& dd) {
+          at::Tensor s = dd.recv_topk_weights_NK.to(at::kCUDA, at::kFloat).sum(1, true);
+          return (dd.recv_x_NH.to(at::kFloat) * s).to(dt);
+        };
+        at::Tensor out = g->combine(expert(d), d.handle);
+        at::Tensor ref = x.to(at::kDouble).cpu() * w.sum(1, true).to(at::kDouble);
+        const double tol = dt == at::kFloat ? 1e-5 : 2e-2;
+        EXPECT_LT(rel_err(out, ref), tol) << "rank " << rank << " mode " << mode_name(mode);
+        // Cached dispatch of new activations reuses the routing.
+        at::Tensor x2 = at::randn({T, h}, opt.dtype(dt));
+        Dispatched d2 = g->dispatch(x2, idx_d, w_d, l, &d.handle);
+        at::Tensor out2 = g->combine(expert(d2), d2.handle);
+        EXPECT_LT(rel_err(out2, x2.to(at::kDouble).cpu() * w.sum(1, true).to(at::kDouble)), tol);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moerl::ep

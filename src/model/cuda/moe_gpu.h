@@ -1,0 +1,56 @@
+// The MoE experts and block on the GPU: tokens sorted by expert on the device (no host
+// sync), one grouped matrix product per projection over all local experts (at::_grouped_mm
+// in torch >= 2.8, bf16 with fp32 accumulation; else a per-expert loop), fused SwiGLU, and
+// the ep/cuda pack/combine kernels; every step differentiable (custom autograd).
+//
+//   model::cuda::install_cuda_experts();          // run_local_experts uses this for CUDA bf16
+//   auto o = model::cuda::moe_block({router_EH, w13_E2IH, w2_EHI}, x_TH, {E, K, true});
+//   o.y_TH.sum().backward();
+//
+// Legend: T tokens, H hidden, I expert intermediate, E experts, K top-k, M = T*K rows.
+// Thread-safety: as at:: ops (the weight-stack cache in the hook is not thread-safe).
+// Failure: non-CUDA inputs or shape mismatches throw moerl::Error.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "model/common/moe.h"
+
+namespace moerl::model::cuda {
+
+// Where each (token, k) entry goes once the entries are sorted by expert.
+struct ExpertSort {
+  at::Tensor order;      // [M] int64 flat entry (t*K+k) of each sorted row
+  at::Tensor src_token;  // [M] int64 source token of each sorted row
+  at::Tensor pos_TK;     // [T,K] int64 sorted row of each entry, -1 where idx is -1
+  at::Tensor offs;       // [E] int32 end row of each expert's group (cumulative)
+};
+ExpertSort sort_by_expert(const at::Tensor& topk_idx_TK, int64_t num_experts);
+
+// True when this libtorch has at::_grouped_mm (one launch per projection).
+bool has_grouped_mm();
+// y[rows of group e] = x[rows of group e] @ w[e]^T, w in nn.Linear layout [E,N,K_in].
+at::Tensor grouped_linear(const at::Tensor& x_MK, const at::Tensor& w_ENK, const at::Tensor& offs);
+// h = silu(gu[:, :I]) * gu[:, I:] (fused kernel, differentiable).
+at::Tensor swiglu(const at::Tensor& gu_M2I);
+
+// out_n = sum_k w_nk * expert_{idx_nk}(x_n), idx -1 skipped; w13 [E,2I,H] = [gate; up], w2
+// [E,H,I]. Differentiable in x, w, w13, w2.
+at::Tensor grouped_experts(const at::Tensor& x_NH, const at::Tensor& topk_idx_NK, const at::Tensor& topk_w_NK,
+                           const at::Tensor& w13_E2IH, const at::Tensor& w2_EHI);
+
+struct MoeBlockWeights {
+  at::Tensor router_EH, w13_E2IH, w2_EHI;
+};
+// Router (softmax in fp32, top-k, optional renorm; model::route) + grouped_experts.
+MoeOutput moe_block(const MoeBlockWeights& w, const at::Tensor& x_TH, const RouterConfig& cfg);
+
+// Stacks per-expert weights into (w13, w2).
+std::pair<at::Tensor, at::Tensor> stack_experts(const std::vector<ExpertWeights>& experts);
+
+// Registers grouped_experts as model::run_local_experts' path for CUDA bf16 inputs.
+void install_cuda_experts();
+
+}  // namespace moerl::model::cuda
