@@ -1,0 +1,160 @@
+// The `moerl forward` / `moerl generate` contract, run as a subprocess (MOERL_BIN): outputs
+// against the fixtures, and bad inputs fail with a clear message and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "io/tensor_io.h"
+#include "model/test_util.h"
+
+namespace moerl::model {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::fixture_dir;
+
+struct RunResult {
+  int code = -1;
+  std::string output;  // stdout + stderr
+};
+
+RunResult run_moerl(const std::string& args) {
+  const char* bin = std::getenv("MOERL_BIN");
+  RunResult r;
+  if (bin == nullptr) {
+    r.output = "MOERL_BIN is not set";
+    return r;
+  }
+  const std::string cmd = std::string(bin) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string tmp(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/cli";
+  fs::create_directories(dir);
+  return dir + "/" + name;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("MOERL_BIN") == nullptr) GTEST_SKIP() << "MOERL_BIN not set (run through ctest)";
+  }
+};
+
+TEST_F(Cli, ForwardWritesFixtureLogits) {
+  const std::string dir = fixture_dir("qwen3_moe_tied");
+  const std::string out = tmp("logits.safetensors");
+  RunResult r = run_moerl("forward --model " + dir + " --input " + dir + "/inputs.safetensors --output " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto got = io::load_tensors(out);
+  auto ref = io::load_tensors(dir + "/reference.safetensors");
+  EXPECT_EQ(got.at("logits").scalar_type(), at::kFloat);
+  EXPECT_LE(testing::max_abs_diff(got.at("logits"), ref.at("logits")), 1e-4);
+}
+
+TEST_F(Cli, GenerateGreedyWritesPromptThenContinuation) {
+  const std::string dir = fixture_dir("mixtral");
+  const std::string out = tmp("gen.safetensors");
+  RunResult r = run_moerl("generate --model " + dir + " --input " + dir +
+                    "/inputs.safetensors --max-new-tokens 8 --greedy --ignore-eos --output " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto got = io::load_tensors(out).at("output_ids");
+  auto ref = io::load_tensors(dir + "/reference.safetensors").at("greedy_ids");
+  EXPECT_TRUE(at::equal(got, ref)) << got << ref;
+}
+
+TEST_F(Cli, GenerateSampledIsSeeded) {
+  const std::string dir = fixture_dir("qwen3_moe_untied");
+  std::string common = "generate --model " + dir + " --input " + dir +
+                       "/inputs.safetensors --max-new-tokens 6 --temperature 0.9 --top-p 0.95 --top-k 20 ";
+  ASSERT_EQ(run_moerl(common + "--seed 4 --output " + tmp("s1.safetensors")).code, 0);
+  ASSERT_EQ(run_moerl(common + "--seed 4 --output " + tmp("s2.safetensors")).code, 0);
+  auto a = io::load_tensors(tmp("s1.safetensors")).at("output_ids");
+  auto b = io::load_tensors(tmp("s2.safetensors")).at("output_ids");
+  EXPECT_EQ(a.sizes(), at::IntArrayRef({3, 16}));
+  EXPECT_TRUE(at::equal(a, b));
+}
+
+// Copies a fixture model dir so a test can break it.
+std::string copy_fixture(const std::string& name, const std::string& as) {
+  const std::string dst = tmp(as);
+  fs::remove_all(dst);
+  fs::create_directories(dst);
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    fs::copy_file(fixture_dir(name) + "/" + f, dst + "/" + f);
+  }
+  return dst;
+}
+
+void expect_clean_failure(const RunResult& r, const std::string& needle) {
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_LT(r.code, 128) << "crashed: " << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << "message lacks '" << needle << "': " << r.output;
+}
+
+TEST_F(Cli, BadInputsFailCleanly) {
+  const std::string in = fixture_dir("qwen3_moe_tied") + "/inputs.safetensors";
+  const std::string out = tmp("never.safetensors");
+  auto fwd = [&](const std::string& model, const std::string& input) {
+    return run_moerl("forward --model " + model + " --input " + input + " --output " + out);
+  };
+
+  // Missing tensor: drop one expert from the checkpoint.
+  {
+    std::string d = copy_fixture("qwen3_moe_tied", "missing");
+    auto t = io::load_tensors(d);
+    t.erase("model.layers.0.mlp.experts.3.up_proj.weight");
+    io::save_tensors(d, t);
+    expect_clean_failure(fwd(d, in), "model.layers.0.mlp.experts.3.up_proj.weight");
+  }
+  // Wrong shape.
+  {
+    std::string d = copy_fixture("qwen3_moe_tied", "shape");
+    auto t = io::load_tensors(d);
+    t["model.norm.weight"] = at::ones({47});
+    io::save_tensors(d, t);
+    expect_clean_failure(fwd(d, in), "model.norm.weight");
+  }
+  // Unknown architecture.
+  {
+    std::string d = copy_fixture("qwen3_moe_tied", "arch");
+    std::ifstream f(d + "/config.json");
+    std::string cfg((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    cfg.replace(cfg.find("\"qwen3_moe\""), 11, "\"deepseek_v9\"");
+    std::ofstream(d + "/config.json") << cfg;
+    expect_clean_failure(fwd(d, in), "deepseek_v9");
+  }
+  // Truncated safetensors.
+  {
+    std::string d = copy_fixture("qwen3_moe_tied", "trunc");
+    fs::resize_file(d + "/model.safetensors", fs::file_size(d + "/model.safetensors") / 2);
+    expect_clean_failure(fwd(d, in), "model.safetensors");
+  }
+  // Input file without input_ids; ids out of the vocabulary; missing flags.
+  {
+    const std::string bad_in = tmp("bad_in.safetensors");
+    io::save_tensors(bad_in, {{"tokens", at::zeros({1, 2}, at::kLong)}});
+    expect_clean_failure(fwd(fixture_dir("mixtral"), bad_in), "input_ids");
+    io::save_tensors(bad_in, {{"input_ids", at::full({1, 2}, 1000, at::kLong)}});
+    expect_clean_failure(fwd(fixture_dir("mixtral"), bad_in), "vocabulary");
+    expect_clean_failure(run_moerl("forward --model " + fixture_dir("mixtral")), "--input");
+    expect_clean_failure(run_moerl("generate --model " + fixture_dir("mixtral") + " --input " + in +
+                                   " --max-new-tokens 2 --output " + out),
+                         "--greedy");
+  }
+}
+
+}  // namespace
+}  // namespace moerl::model

@@ -1,0 +1,57 @@
+// Grouped-query attention. Query heads are grouped per kv head ([B,Hkv,G*T,D]) so keys and
+// values are never repeated in memory (HF's repeat_kv gives query head h kv head h / G).
+#include "model/common/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "model/common/layers.h"
+
+namespace moerl::model {
+
+namespace {
+at::Tensor project(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+}
+}  // namespace
+
+at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, const at::Tensor& x_BTH,
+                     const AttentionContext& ctx, KvCache* cache, int64_t layer) {
+  const int64_t B = x_BTH.size(0), T = x_BTH.size(1);
+  const int64_t Hq = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim;
+  const int64_t G = Hq / Hkv;
+
+  at::Tensor q = project(x_BTH, w.q_proj, w.q_bias).view({B, T, Hq, D});
+  at::Tensor k = project(x_BTH, w.k_proj, w.k_bias).view({B, T, Hkv, D});
+  at::Tensor v = project(x_BTH, w.v_proj, w.v_bias).view({B, T, Hkv, D});
+  if (w.q_norm.defined()) q = rms_norm(q, w.q_norm, shape.norm_eps);
+  if (w.k_norm.defined()) k = rms_norm(k, w.k_norm, shape.norm_eps);
+  q = apply_rope(q.transpose(1, 2), ctx.cos_BTD, ctx.sin_BTD);  // [B,Hq,T,D]
+  k = apply_rope(k.transpose(1, 2), ctx.cos_BTD, ctx.sin_BTD);  // [B,Hkv,T,D]
+  v = v.transpose(1, 2);
+
+  at::Tensor keys = k, values = v;  // [B,Hkv,S,D]
+  if (cache != nullptr) {
+    // NOTE: the cache is an inference structure; writes are in place and not differentiable.
+    cache->k[layer].narrow(2, ctx.cache_start, T).copy_(k);
+    cache->v[layer].narrow(2, ctx.cache_start, T).copy_(v);
+    keys = cache->k[layer].narrow(2, 0, ctx.cache_start + T);
+    values = cache->v[layer].narrow(2, 0, ctx.cache_start + T);
+  }
+  const int64_t S = keys.size(2);
+
+  at::Tensor q_grouped = q.reshape({B, Hkv, G * T, D});
+  at::Tensor scores = at::matmul(q_grouped, keys.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  scores = scores.view({B, Hkv, G, T, S});
+  // Fully masked rows (pad queries) get uniform weights instead of NaN: lowest finite value.
+  const double lowest = scores.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
+                                                            : std::numeric_limits<float>::lowest();
+  scores = scores.masked_fill(ctx.allowed_B1TS.unsqueeze(1).logical_not(), lowest);
+  const at::ScalarType soft_type = scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor probs = at::softmax(scores, -1, soft_type).to(q.scalar_type());
+  at::Tensor out = at::matmul(probs.view({B, Hkv, G * T, S}), values);  // [B,Hkv,G*T,D]
+  out = out.view({B, Hq, T, D}).transpose(1, 2).reshape({B, T, Hq * D});
+  return at::linear(out, w.o_proj);
+}
+
+}  // namespace moerl::model

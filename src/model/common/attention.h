@@ -1,0 +1,42 @@
+// Causal grouped-query self-attention with rotary embeddings, optional per-head RMSNorm on
+// q and k (Qwen3), padding masks and an optional KV cache. Eager math (softmax in float32)
+// so results match Hugging Face's "eager" attention.
+//
+// Legend: B batch, T new tokens, S key slots, Hq query heads, Hkv kv heads, D head dim.
+//
+//   AttentionWeights w{q, k, v, o};  // nn.Linear layout; q_norm/k_norm optional
+//   at::Tensor y_BTH = attention(w, x_BTH, ctx, /*cache=*/nullptr, /*layer=*/0);
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+#include "model/common/kv_cache.h"
+
+namespace moerl::model {
+
+struct AttentionWeights {
+  at::Tensor q_proj, k_proj, v_proj, o_proj;   // [Hq*D,H], [Hkv*D,H], [Hkv*D,H], [H,Hq*D]
+  at::Tensor q_bias, k_bias, v_bias;           // undefined unless attention_bias
+  at::Tensor q_norm, k_norm;                   // [D] or undefined
+};
+
+struct AttentionShape {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  double norm_eps = 1e-6;
+};
+
+// Per-forward tensors shared by every layer: rotary tables and the key mask.
+struct AttentionContext {
+  at::Tensor cos_BTD, sin_BTD;
+  at::Tensor allowed_B1TS;  // bool: query t may attend key slot s (causal & not padding)
+  int64_t cache_start = 0;  // first cache slot written by this forward
+};
+
+at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, const at::Tensor& x_BTH,
+                     const AttentionContext& ctx, KvCache* cache, int64_t layer);
+
+}  // namespace moerl::model

@@ -1,0 +1,37 @@
+// Key/value cache for batched generation: one preallocated [B, Hkv, Tmax, D] buffer per
+// layer for keys and one for values, filled slot by slot. All rows share the slot cursor
+// (`length`); `valid` marks which slots hold real tokens (left padding and rows that already
+// stopped hold pad slots), `next_pos` is each row's next position id (its own token count).
+//
+//   KvCache cache = model.make_cache(/*batch=*/64, /*capacity=*/prompt_len + max_new);
+//   model.forward({prompt_ids, prompt_mask, {}, &cache});   // prefill
+//   model.forward({next_ids_B1, {}, {}, &cache});          // one decode step
+//
+// Not thread-safe; one forward at a time. Overflowing `capacity` is a moerl::Error.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace moerl::model {
+
+struct KvCache {
+  std::vector<at::Tensor> k;  // per layer [B,Hkv,Tmax,D]
+  std::vector<at::Tensor> v;  // per layer [B,Hkv,Tmax,D]
+  at::Tensor valid;           // [B,Tmax] bool: slot holds a real token
+  at::Tensor next_pos;        // [B] int64: position id of each row's next token
+  int64_t length = 0;         // slots filled so far (same for every row)
+
+  KvCache() = default;
+  KvCache(int64_t num_layers, int64_t batch, int64_t num_kv_heads, int64_t capacity,
+          int64_t head_dim, at::TensorOptions options);
+
+  int64_t batch() const { return valid.size(0); }
+  int64_t capacity() const { return valid.size(1); }
+  // Forget everything (keeps the buffers).
+  void reset();
+};
+
+}  // namespace moerl::model

@@ -1,0 +1,78 @@
+// generate(): left-pad, prefill, then decode step by step; per-row stop bookkeeping on the
+// host (one small device->host copy of the sampled tokens per step).
+#include "model/generate.h"
+
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace moerl::model {
+
+const char* finish_reason_name(FinishReason r) { return r == FinishReason::kEos ? "eos" : "length"; }
+
+std::vector<Generation> generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                                 const GenerateConfig& config) {
+  config.sampling.validate();
+  if (config.max_new_tokens < 0) {
+    throw Error("max_new_tokens=" + std::to_string(config.max_new_tokens) + " must be >= 0", "");
+  }
+  const int64_t B = static_cast<int64_t>(prompts.size());
+  std::vector<Generation> out(B);
+  if (B == 0 || config.max_new_tokens == 0) return out;
+  int64_t Tp = 0;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    if (prompts[b].empty()) {
+      throw Error("prompt " + std::to_string(b) + " is empty", "start every prompt with at least one token (e.g. BOS)");
+    }
+    Tp = std::max<int64_t>(Tp, static_cast<int64_t>(prompts[b].size()));
+  }
+  c10::InferenceMode guard;
+  const auto dev = model.device();
+  at::Tensor ids = at::full({B, Tp}, config.pad_id, at::kLong);
+  at::Tensor mask = at::zeros({B, Tp}, at::kLong);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = static_cast<int64_t>(prompts[b].size()), off = Tp - n;
+    std::copy(prompts[b].begin(), prompts[b].end(), ids[b].data_ptr<int64_t>() + off);
+    mask[b].narrow(0, off, n).fill_(1);
+  }
+  KvCache cache = model.make_cache(B, Tp + config.max_new_tokens);
+  Sampler sampler(config.sampling, config.seed);
+  at::Tensor logits_BV = model.forward({ids.to(dev), mask.to(dev), {}, &cache}).logits_BTV.select(1, Tp - 1);
+
+  std::vector<bool> done(B, false);
+  int64_t num_done = 0;
+  at::Tensor step_mask = at::ones({B, 1}, at::kLong);
+  for (int64_t step = 0; step < config.max_new_tokens; ++step) {
+    Sample s = sampler.sample(logits_BV);
+    at::Tensor tok = s.tokens_B.cpu(), lp = s.logprob_B.cpu(), slp = s.sample_logprob_B.cpu();
+    const int64_t* t = tok.data_ptr<int64_t>();
+    const float* l = lp.data_ptr<float>();
+    const float* sl = slp.data_ptr<float>();
+    for (int64_t b = 0; b < B; ++b) {
+      if (done[b]) continue;
+      out[b].tokens.push_back(t[b]);
+      out[b].logprobs.push_back(l[b]);
+      out[b].sample_logprobs.push_back(sl[b]);
+      if (std::find(config.eos_ids.begin(), config.eos_ids.end(), t[b]) != config.eos_ids.end()) {
+        out[b].finish = FinishReason::kEos;
+        done[b] = true;
+        ++num_done;
+      }
+    }
+    if (num_done == B || step + 1 == config.max_new_tokens) break;
+    // Finished rows keep stepping with a masked pad token (batch shape stays fixed).
+    at::Tensor next = tok.clone();
+    for (int64_t b = 0; b < B; ++b) {
+      if (done[b]) {
+        next.data_ptr<int64_t>()[b] = config.pad_id;
+        step_mask.data_ptr<int64_t>()[b] = 0;
+      }
+    }
+    logits_BV = model.forward({next.unsqueeze(1).to(dev), step_mask.to(dev), {}, &cache}).logits_BTV.select(1, 0);
+  }
+  return out;
+}
+
+}  // namespace moerl::model

@@ -1,0 +1,43 @@
+// Batched generation with a KV cache: ragged prompts are left-padded into one batch,
+// prefilled together, then decoded one token per step for every unfinished row; a row stops
+// at one of `eos_ids` (the EOS token is kept in its output) or after max_new_tokens.
+//
+//   GenerateConfig g;  g.max_new_tokens = 32;  g.sampling.temperature = 1.0;  g.seed = 7;
+//   g.eos_ids = {tok.eos_id()};  g.pad_id = tok.pad_id();
+//   std::vector<Generation> out = generate(model, {{1, 40, 41}, {1, 50}}, g);
+//   out[0].tokens, out[0].logprobs, out[0].finish == FinishReason::kEos
+//
+// Runs under inference mode (no autograd graph). Not thread-safe for one Model.
+// Deterministic for a fixed seed, batch and model. Errors: empty prompts, ids out of range.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+#include "model/sampler.h"
+
+namespace moerl::model {
+
+enum class FinishReason { kEos, kLength };
+const char* finish_reason_name(FinishReason r);  // "eos" | "length"
+
+struct GenerateConfig {
+  int64_t max_new_tokens = 16;
+  SamplingConfig sampling;
+  uint64_t seed = 0;
+  std::vector<int64_t> eos_ids;  // empty: stop only on length
+  int64_t pad_id = 0;            // fills left padding (masked out, never attended)
+};
+
+struct Generation {
+  std::vector<int64_t> tokens;         // new tokens (EOS included when it stopped the row)
+  std::vector<float> logprobs;         // model logprob at temperature 1 (Sample::logprob_B)
+  std::vector<float> sample_logprobs;  // under the sampling distribution (Sample::sample_logprob_B)
+  FinishReason finish = FinishReason::kLength;
+};
+
+std::vector<Generation> generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                                 const GenerateConfig& config);
+
+}  // namespace moerl::model

@@ -1,0 +1,261 @@
+// Model: parameter creation/loading/saving and the decoder forward shared by every
+// architecture (pre-norm residual blocks: attention, then dense MLP or MoE).
+#include "model/model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <filesystem>
+#include <set>
+
+#include "base/check.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "io/tensor_io.h"
+#include "model/common/attention.h"
+#include "model/common/layers.h"
+#include "model/common/moe.h"
+
+namespace moerl::model {
+
+namespace {
+
+std::string shape_str(at::IntArrayRef s) { return c10::str(s); }
+
+const char* dtype_json_name(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    default: return "float32";
+  }
+}
+
+}  // namespace
+
+ExpertRange local_experts(const io::HfConfig& cfg, int rank, int world) {
+  if (world <= 0 || cfg.num_experts % world != 0) {
+    throw Error("ep world size " + std::to_string(world) + " must divide num_experts=" +
+                    std::to_string(cfg.num_experts),
+                "choose an expert-parallel size that divides the number of experts");
+  }
+  const int64_t n = cfg.num_experts / world;
+  return {rank * n, n};
+}
+
+Model::Model(io::HfConfig cfg, Params params, ModelOptions options)
+    : cfg_(std::move(cfg)), options_(std::move(options)) {
+  cfg_.validate("model config");
+  arch_ = &find_arch(cfg_.model_type);
+  group_ = options_.ep_group ? options_.ep_group : ep::loopback_group(cfg_.num_experts);
+  if (group_->num_experts() != cfg_.num_experts) {
+    throw Error("ep group has num_experts=" + std::to_string(group_->num_experts()) + " but the model has " +
+                    std::to_string(cfg_.num_experts),
+                "create the ep::Group with the model's num_experts");
+  }
+  experts_ = local_experts(cfg_, group_->rank(), group_->world_size());
+  for (const ParamSpec& spec : arch_->param_specs(cfg_, experts_)) {
+    auto it = params.find(spec.name);
+    if (it == params.end()) {
+      throw Error("model parameters lack tensor " + spec.name + " (expected shape " + shape_str(spec.shape) + ")",
+                  "the checkpoint does not match config.json (model_type " + cfg_.model_type + ")");
+    }
+    if (it->second.sizes() != at::IntArrayRef(spec.shape)) {
+      throw Error("tensor " + spec.name + " has shape " + shape_str(it->second.sizes()) + ", expected " +
+                      shape_str(spec.shape),
+                  "the checkpoint does not match config.json (check hidden_size, head_dim, experts)");
+    }
+    at::Tensor t = it->second.to(at::TensorOptions().dtype(options_.dtype).device(options_.device)).detach();
+    if (t.is_same(it->second)) t = t.clone();
+    params_[spec.name] = t.contiguous().set_requires_grad(true);
+    params.erase(it);
+  }
+  if (!params.empty()) {
+    std::string extra;
+    int n = 0;
+    for (const auto& [name, _] : params) {
+      if (n++ < 5) extra += (extra.empty() ? "" : ", ") + name;
+    }
+    MOERL_LOG(WARN) << "ignoring " << params.size() << " checkpoint tensor(s) the model does not use: " << extra;
+  }
+  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+    layers_.push_back(arch_->bind_layer(cfg_, experts_, params_, i));
+  }
+  embed_ = arch_util::get(params_, "model.embed_tokens.weight");
+  final_norm_ = arch_util::get(params_, "model.norm.weight");
+  lm_head_ = cfg_.tie_word_embeddings ? embed_ : arch_util::get(params_, "lm_head.weight");
+}
+
+std::vector<at::Tensor> Model::parameters() const {
+  std::vector<at::Tensor> out;
+  out.reserve(params_.size());
+  for (const auto& [_, t] : params_) out.push_back(t);
+  return out;
+}
+
+int64_t Model::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [_, t] : params_) n += t.numel();
+  return n;
+}
+
+KvCache Model::make_cache(int64_t batch, int64_t capacity) const {
+  return KvCache(cfg_.num_hidden_layers, batch, cfg_.num_key_value_heads, capacity, cfg_.head_dim,
+                 at::TensorOptions().dtype(options_.dtype).device(options_.device));
+}
+
+ForwardOutput Model::forward(const ForwardInput& in) {
+  const at::Tensor& ids = in.input_ids;
+  if (!ids.defined() || ids.dim() != 2 || ids.scalar_type() != at::kLong) {
+    throw Error("input_ids must be an int64 tensor [B,T]; got " +
+                    (ids.defined() ? std::string(c10::toString(ids.scalar_type())) + " " + shape_str(ids.sizes())
+                                   : std::string("nothing")),
+                "pass token ids as int64 with shape [batch, tokens]");
+  }
+  const int64_t B = ids.size(0), T = ids.size(1);
+  if (B == 0 || T == 0) throw Error("input_ids " + shape_str(ids.sizes()) + " is empty", "pass at least one token");
+  const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+  if (lo < 0 || hi >= cfg_.vocab_size) {
+    throw Error("input_ids hold ids in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                    "], outside the vocabulary [0, " + std::to_string(cfg_.vocab_size) + ")",
+                "tokenize with this model's tokenizer");
+  }
+  const auto dev = options_.device;
+  at::Tensor x_ids = ids.to(dev);
+  at::Tensor mask = in.attention_mask.defined() ? in.attention_mask.to(dev).to(at::kLong)
+                                                : at::ones({B, T}, at::TensorOptions().dtype(at::kLong).device(dev));
+  if (mask.sizes() != ids.sizes()) {
+    throw Error("attention_mask " + shape_str(mask.sizes()) + " must match input_ids " + shape_str(ids.sizes()),
+                "give one 0/1 entry per token");
+  }
+  KvCache* cache = in.cache;
+  int64_t start = 0;
+  at::Tensor pos = (mask.cumsum(1) - 1).clamp_min(0);
+  if (cache != nullptr) {
+    start = cache->length;
+    if (cache->batch() != B || start + T > cache->capacity()) {
+      throw Error("KV cache [batch " + std::to_string(cache->batch()) + ", capacity " +
+                      std::to_string(cache->capacity()) + ", used " + std::to_string(start) + "] cannot take " +
+                      shape_str(ids.sizes()),
+                  "make the cache with make_cache(batch, prompt_len + max_new_tokens)");
+    }
+    pos = pos + cache->next_pos.unsqueeze(1);
+  }
+  if (in.position_ids.defined()) pos = in.position_ids.to(dev).to(at::kLong);
+
+  AttentionContext ctx;
+  ctx.cache_start = start;
+  std::tie(ctx.cos_BTD, ctx.sin_BTD) = rope_cos_sin(pos, cfg_.head_dim, cfg_.rope_theta, options_.dtype);
+  const int64_t S = start + T;
+  // causal_TS[t, s]: key slot s is not after query t (query t sits in slot start + t).
+  at::Tensor q_slot = at::arange(start, S, at::TensorOptions().dtype(at::kLong).device(dev)).unsqueeze(1);
+  at::Tensor k_slot = at::arange(0, S, at::TensorOptions().dtype(at::kLong).device(dev)).unsqueeze(0);
+  at::Tensor causal_TS = k_slot.le(q_slot);
+  at::Tensor key_valid_BS;
+  if (cache != nullptr) {
+    cache->valid.narrow(1, start, T).copy_(mask.ne(0));
+    key_valid_BS = cache->valid.narrow(1, 0, S);
+  } else {
+    key_valid_BS = mask.ne(0);
+  }
+  ctx.allowed_B1TS = (causal_TS.unsqueeze(0) & key_valid_BS.unsqueeze(1)).unsqueeze(1);
+
+  const AttentionShape shape{cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim, cfg_.rms_norm_eps};
+  const RouterConfig router = arch_->router_config(cfg_);
+  ForwardOutput out;
+  at::Tensor h = at::embedding(embed_, x_ids);
+  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+    const LayerWeights& w = layers_[i];
+    h = h + attention(w.attn, shape, rms_norm(h, w.input_norm, cfg_.rms_norm_eps), ctx, cache, i);
+    at::Tensor x = rms_norm(h, w.post_attention_norm, cfg_.rms_norm_eps);
+    if (w.is_moe) {
+      MoeOutput m = moe_forward(w.moe, x.reshape({B * T, cfg_.hidden_size}), router, *group_);
+      out.routing.push_back({i, m.router_logits_TE, m.topk_idx_TK, m.topk_weight_TK, m.expert_load_E});
+      h = h + m.y_TH.view({B, T, cfg_.hidden_size});
+    } else {
+      h = h + swiglu(x, w.mlp.gate_IH, w.mlp.up_IH, w.mlp.down_HI);
+    }
+  }
+  out.hidden_BTH = rms_norm(h, final_norm_, cfg_.rms_norm_eps);
+  out.logits_BTV = at::linear(out.hidden_BTH, lm_head_);
+  if (out.logits_BTV.scalar_type() != at::kDouble) out.logits_BTV = out.logits_BTV.to(at::kFloat);
+  if (cache != nullptr) {
+    cache->length = S;
+    cache->next_pos.add_(mask.sum(1));
+  }
+  return out;
+}
+
+void Model::save(const std::string& dir, int64_t max_shard_bytes) const {
+  std::filesystem::create_directories(dir);
+  io::HfConfig c = cfg_;
+  c.torch_dtype = dtype_json_name(options_.dtype);
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [name, t] : params_) {
+    at::Tensor v = t.detach();
+    if (v.scalar_type() == at::kDouble) v = v.to(at::kFloat);  // safetensors in moerl: no f64
+    tensors[name] = v.cpu().contiguous();
+  }
+  io::save_tensors(dir, tensors, max_shard_bytes);
+  c.save((std::filesystem::path(dir) / "config.json").string());
+}
+
+void Model::load_weights(const Params& weights) {
+  at::NoGradGuard no_grad;
+  for (auto& [name, p] : params_) {
+    auto it = weights.find(name);
+    if (it == weights.end()) {
+      throw Error("new weights lack tensor " + name, "publish every parameter of the model");
+    }
+    if (it->second.sizes() != p.sizes()) {
+      throw Error("new weights: tensor " + name + " has shape " + shape_str(it->second.sizes()) + ", expected " +
+                      shape_str(p.sizes()),
+                  "the weights come from a different model config");
+    }
+    p.copy_(it->second);
+  }
+}
+
+Model load_model(const std::string& dir, ModelOptions options) {
+  namespace fs = std::filesystem;
+  const fs::path cfg_path = fs::path(dir) / "config.json";
+  if (!fs::exists(cfg_path)) {
+    throw Error("model directory " + dir + " has no config.json",
+                "point --model at a Hugging Face checkpoint folder (config.json + *.safetensors)",
+                ErrorCode::kNotFound);
+  }
+  io::HfConfig cfg = io::HfConfig::load(cfg_path.string());
+  const Arch& arch = find_arch(cfg.model_type);
+  Params tensors = io::load_tensors(dir);
+  ExpertRange experts{0, cfg.num_experts};
+  if (options.ep_group) experts = local_experts(cfg, options.ep_group->rank(), options.ep_group->world_size());
+  arch.canonicalize(cfg, experts, tensors);
+  // Tied checkpoints sometimes carry lm_head.weight too; it equals the embedding.
+  if (cfg.tie_word_embeddings) tensors.erase("lm_head.weight");
+  for (const ParamSpec& spec : arch.param_specs(cfg, experts)) {
+    io::require_tensor(tensors, spec.name, spec.shape);  // names the file-level problem
+  }
+  return Model(std::move(cfg), std::move(tensors), std::move(options));
+}
+
+Model init_random(const io::HfConfig& cfg, uint64_t seed, ModelOptions options) {
+  cfg.validate("init_random config");
+  const Arch& arch = find_arch(cfg.model_type);
+  ExpertRange experts{0, cfg.num_experts};
+  if (options.ep_group) experts = local_experts(cfg, options.ep_group->rank(), options.ep_group->world_size());
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  Params params;
+  // NOTE: every rank draws the full parameter list in the same order, so an expert's values
+  // do not depend on the ep size.
+  for (const ParamSpec& spec : arch.param_specs(cfg, ExpertRange{0, cfg.num_experts})) {
+    at::Tensor t;
+    switch (spec.init) {
+      case Init::kNormal: t = at::empty(spec.shape, at::kFloat).normal_(0.0, 0.02, gen); break;
+      case Init::kOnes: t = at::ones(spec.shape, at::kFloat); break;
+      case Init::kZeros: t = at::zeros(spec.shape, at::kFloat); break;
+    }
+    params[spec.name] = t;
+  }
+  arch.canonicalize(cfg, experts, params);  // drops experts other ranks hold
+  return Model(cfg, std::move(params), std::move(options));
+}
+
+}  // namespace moerl::model

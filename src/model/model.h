@@ -1,0 +1,115 @@
+// The MoE transformer: parameters (autograd leaves under their Hugging Face names), the
+// training/inference forward, KV caches, and checkpoint load/save in the HF layout.
+//
+//   model::Model m = model::load_model("ckpt/");                // config.json + safetensors
+//   model::Model r = model::init_random(cfg, /*seed=*/7);        // N(0, 0.02), norms 1
+//   model::ForwardOutput o = m.forward({ids_BT, mask_BT});       // logits [B,T,V] float32
+//   o.logits_BTV.log_softmax(-1) ...; loss.backward();           // grads on m.params()
+//   m.save("out/");                                              // loads back in transformers
+//
+// Legend: B batch, T tokens, V vocab, H hidden, E experts, K top-k.
+// Thread-safety: one forward at a time per Model (the ep::Group is single-threaded).
+// Failure: bad checkpoints and bad inputs (ids out of range, shape mismatches) are
+// moerl::Error naming the input and a HINT; broken invariants are kInternal errors.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ep/ep.h"
+#include "io/hf_config.h"
+#include "model/archs/arch.h"
+#include "model/common/kv_cache.h"
+
+namespace moerl::model {
+
+struct ModelOptions {
+  at::ScalarType dtype = at::kFloat;  // parameter/activation dtype (kFloat, kBFloat16, kDouble)
+  at::Device device = at::kCPU;
+  // Expert-parallel group; null = loopback over all cfg.num_experts (one rank). With R
+  // ranks the model holds (and loads) only experts [rank*E/R, (rank+1)*E/R).
+  std::shared_ptr<ep::Group> ep_group;
+};
+
+struct ForwardInput {
+  at::Tensor input_ids;       // [B,T] int64 (required)
+  at::Tensor attention_mask;  // [B,T] 1 = token, 0 = pad (left or right); default all 1
+  at::Tensor position_ids;    // [B,T] int64; default cumsum(mask)-1 (+ cache positions)
+  KvCache* cache = nullptr;   // inference: append these tokens to the cache and attend to it
+};
+
+// Router statistics of one MoE layer (for load-balancing / z losses and monitoring).
+struct LayerRouting {
+  int64_t layer = 0;
+  at::Tensor router_logits_TE;  // [B*T,E] pre-softmax, differentiable
+  at::Tensor topk_idx_TK;       // [B*T,K] int64
+  at::Tensor topk_weight_TK;    // [B*T,K] combine weights
+  at::Tensor expert_load_E;     // [E] int64 tokens per expert (pad tokens included)
+};
+
+struct ForwardOutput {
+  at::Tensor logits_BTV;  // float32 (float64 for a double model)
+  at::Tensor hidden_BTH;  // final normed hidden state (value heads)
+  std::vector<LayerRouting> routing;  // one per MoE layer, in layer order
+};
+
+class Model {
+ public:
+  // `params` must hold exactly arch.param_specs(cfg, local experts) with those shapes; they
+  // are converted to options.dtype/device and made leaves with requires_grad.
+  Model(io::HfConfig cfg, Params params, ModelOptions options = {});
+  Model(Model&&) = default;
+  Model& operator=(Model&&) = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  ForwardOutput forward(const ForwardInput& in);
+
+  // A cache for `batch` rows and `capacity` slots (prompt + new tokens).
+  KvCache make_cache(int64_t batch, int64_t capacity) const;
+
+  // config.json + model.safetensors (or shards when max_shard_bytes > 0), HF names, the
+  // per-expert hub layout, this model's dtype. Saves this rank's experts only.
+  void save(const std::string& dir, int64_t max_shard_bytes = 0) const;
+  // Copies `weights` (same names/shapes, any dtype) into the parameters in place, so bound
+  // views stay valid: how rollout workers swap in a new policy version.
+  void load_weights(const Params& weights);
+
+  const io::HfConfig& config() const { return cfg_; }
+  const Arch& arch() const { return *arch_; }
+  // Named leaves (HF names). Update values in place (copy_), never replace entries.
+  const Params& params() const { return params_; }
+  std::vector<at::Tensor> parameters() const;
+  int64_t num_parameters() const;
+  ExpertRange experts() const { return experts_; }
+  ep::Group& ep_group() { return *group_; }
+  at::ScalarType dtype() const { return options_.dtype; }
+  at::Device device() const { return options_.device; }
+
+ private:
+  io::HfConfig cfg_;
+  const Arch* arch_ = nullptr;
+  ModelOptions options_;
+  std::shared_ptr<ep::Group> group_;
+  ExpertRange experts_;
+  Params params_;
+  std::vector<LayerWeights> layers_;
+  at::Tensor embed_, final_norm_, lm_head_;
+};
+
+// Loads `dir` (config.json + model.safetensors, or a sharded index). Accepts the per-expert
+// hub layout and transformers 5's fused expert tensors; loads only this rank's experts.
+Model load_model(const std::string& dir, ModelOptions options = {});
+// Fresh parameters: N(0, 0.02^2) matrices, ones for norms, zeros for biases; reproducible
+// from `seed` whatever the device.
+Model init_random(const io::HfConfig& cfg, uint64_t seed, ModelOptions options = {});
+
+// The experts rank `rank` of `world` holds (Error if world does not divide num_experts).
+ExpertRange local_experts(const io::HfConfig& cfg, int rank, int world);
+
+}  // namespace moerl::model
