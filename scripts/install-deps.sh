@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   clang libclang-rt-14-dev            # libFuzzer + sanitizers for the safetensors fuzzer
   libtorch-dev                        # tensors + autograd (CPU), c10d Gloo + TCPStore
+  libopenblas0-openmp                 # optimised BLAS for libtorch (reference libblas3 is ~3x slower on generation)
   libfabric-dev libfabric-bin         # EP data plane (shm / tcp providers here, efa in the cloud)
   libgloo-dev                         # gloo headers that c10d ProcessGroupGloo.hpp includes (EP baseline)
   libhiredis-dev redis-server         # Redis Streams queue backend and its tests
