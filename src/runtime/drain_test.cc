@@ -207,7 +207,8 @@ TEST_F(DrainRedisTest, SigtermDrainsWorkerProcess) {
   double took = now_seconds() - t0;
   ASSERT_TRUE(WIFEXITED(status)) << "worker did not exit (status " << status << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_LT(took, kDrainSeconds + 0.5) << "drain overran its deadline";
+  // Slack for process exit and this poll loop on a loaded 2-core box.
+  EXPECT_LT(took, kDrainSeconds + 1.0) << "drain overran its deadline";
   for (auto& r : trainer.take(kTasks, Deadline::after_seconds(0.3))) got.push_back(r);
   QueueDepth d = q.depth(soon());
   EXPECT_EQ(d.leased, 0) << "the drained worker still holds leases";

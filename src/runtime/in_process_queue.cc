@@ -125,10 +125,9 @@ InProcessTaskQueue::Entry* InProcessTaskQueue::held(const Lease& lease, uint64_t
   auto it = entries_.find(*seq);
   if (it == entries_.end()) return nullptr;
   Entry& e = it->second;
+  // NOTE: like Redis, an expired lease stays with its holder until a lease() or depth() call
+  // reclaims it; from then on the old holder has lost it.
   if (!e.leased || e.deliveries != delivery || e.holder != lease.worker) return nullptr;
-  // NOTE: an expired lease that nobody re-leased yet still counts as lost: the holder must
-  // not rely on winning that race.
-  if (e.expires <= Clock::now()) return nullptr;
   return &e;
 }
 

@@ -68,16 +68,26 @@ TEST(InProcessQueue, ExpiredLeaseIsRedeliveredAndRenewKeepsIt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(120));
     EXPECT_TRUE(q.renew(l[0], soon()));
   }
-  EXPECT_FALSE(q.renew(l[1], soon())) << "expired lease must not renew";
   auto taken = q.lease("w2", 2, 10, Deadline::after_seconds(1));
   ASSERT_EQ(taken.size(), 1u);
   EXPECT_EQ(taken[0].task.task_id, "b");
   EXPECT_EQ(taken[0].delivery_count, 2u);
+  EXPECT_FALSE(q.renew(l[1], soon())) << "a lease taken over must not renew";
   EXPECT_FALSE(q.ack(l[1], soon())) << "the old holder lost the lease";
   EXPECT_TRUE(q.ack(taken[0], soon()));
   EXPECT_TRUE(q.ack(l[0], soon()));
   EXPECT_EQ(q.depth(soon()).queued(), 0);
   EXPECT_EQ(q.stats().requeued, 1);
+}
+
+TEST(InProcessQueue, ExpiredButNotTakenOverIsStillHeld) {
+  InProcessTaskQueue q;
+  q.enqueue(make_task("slow", 0), soon());
+  auto l = q.lease("w1", 1, 0.05, soon());
+  ASSERT_EQ(l.size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(q.ack(l[0], soon())) << "nobody took it over, so the slow holder may still ack";
+  EXPECT_EQ(q.depth(soon()).queued(), 0);
 }
 
 TEST(InProcessQueue, NackHandsBackAtOnceAheadOfNewTasks) {
@@ -88,6 +98,7 @@ TEST(InProcessQueue, NackHandsBackAtOnceAheadOfNewTasks) {
   ASSERT_EQ(l.size(), 1u);
   EXPECT_TRUE(q.nack(l[0], soon()));
   EXPECT_FALSE(q.renew(l[0], soon()));
+  EXPECT_FALSE(q.nack(l[0], soon()));
   auto again = q.lease("w2", 1, 60, Deadline::after_seconds(0.5));
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].task.task_id, "a");
