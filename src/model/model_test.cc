@@ -120,6 +120,26 @@ TEST(Model, InitRandomIsSeededAndFollowsTheRecipe) {
   EXPECT_FALSE(init_random(tied, 1).params().count("lm_head.weight"));
 }
 
+TEST(Model, Bfloat16ForwardTracksFloat32) {
+  Model f = random_model(testing::tiny_qwen3(), 8);
+  ModelOptions o;
+  o.dtype = at::kBFloat16;
+  Model b = init_random(testing::tiny_qwen3(), 8, o);
+  b.load_weights(f.params());
+  EXPECT_EQ(b.params().at("model.norm.weight").scalar_type(), at::kBFloat16);
+  c10::InferenceMode guard;
+  at::manual_seed(8);
+  at::Tensor ids = at::randint(3, 50, {2, 6}, at::kLong);
+  at::Tensor mask = at::ones({2, 6}, at::kLong);
+  mask[1][0] = 0;
+  at::Tensor lf = f.forward({ids, mask}).logits_BTV, lb = b.forward({ids, mask}).logits_BTV;
+  EXPECT_EQ(lb.scalar_type(), at::kFloat);
+  EXPECT_TRUE(lb.isfinite().all().item<bool>());
+  // bf16 keeps ~3 significant digits; logits here are O(1).
+  EXPECT_LE(testing::max_abs_diff(lb, lf), 0.25 * lf.abs().max().item<double>());
+  EXPECT_GT(at::cosine_similarity(lb.reshape({-1}), lf.reshape({-1}), 0).item<double>(), 0.99);
+}
+
 TEST(Model, LoadWeightsCopiesInPlace) {
   Model a = random_model(testing::tiny_qwen3(), 1), b = random_model(testing::tiny_qwen3(), 2);
   at::Tensor ids = at::randint(3, 50, {1, 4}, at::kLong);

@@ -5,6 +5,7 @@
 
 #include <c10/core/InferenceMode.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "io/tensor_io.h"
@@ -30,6 +31,7 @@ TEST_P(Parity, LogitsMatchTransformers) {
   ASSERT_EQ(logits.sizes(), ref.at("logits").sizes());
   const double diff = max_abs_diff(logits, ref.at("logits"));
   EXPECT_LE(diff, 1e-4) << GetParam();
+  std::printf("[parity] %s: max |logits - transformers| = %.3g\n", GetParam().c_str(), diff);
   // Reference logits are far from zero: a broken model cannot pass by accident.
   EXPECT_GT(ref.at("logits").abs().max().item<double>(), 1.0);
 }

@@ -42,13 +42,13 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
 
   at::Tensor q_grouped = q.reshape({B, Hkv, G * T, D});
   at::Tensor scores = at::matmul(q_grouped, keys.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(D)));
-  scores = scores.view({B, Hkv, G, T, S});
+  // Mask and softmax in float32 (float64 for double models), as HF's eager attention does.
+  const bool is_double = scores.scalar_type() == at::kDouble;
+  scores = scores.view({B, Hkv, G, T, S}).to(is_double ? at::kDouble : at::kFloat);
   // Fully masked rows (pad queries) get uniform weights instead of NaN: lowest finite value.
-  const double lowest = scores.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
-                                                            : std::numeric_limits<float>::lowest();
+  const double lowest = is_double ? std::numeric_limits<double>::lowest() : std::numeric_limits<float>::lowest();
   scores = scores.masked_fill(ctx.allowed_B1TS.unsqueeze(1).logical_not(), lowest);
-  const at::ScalarType soft_type = scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor probs = at::softmax(scores, -1, soft_type).to(q.scalar_type());
+  at::Tensor probs = at::softmax(scores, -1).to(q.scalar_type());
   at::Tensor out = at::matmul(probs.view({B, Hkv, G * T, S}), values);  // [B,Hkv,G*T,D]
   out = out.view({B, Hq, T, D}).transpose(1, 2).reshape({B, T, Hq * D});
   return at::linear(out, w.o_proj);

@@ -38,7 +38,8 @@ at::Tensor run_local_experts(const std::vector<ExpertWeights>& experts, const at
   at::Tensor sorted_idx = flat_idx.index_select(0, order);
   at::Tensor counts = at::bincount(sorted_idx.clamp_min(0).add(1), {}, num_local + 1).cpu();
   const int64_t* c = counts.data_ptr<int64_t>();  // c[0]: -1 entries; c[e+1]: expert e
-  at::Tensor flat_w = topk_weight_NK.reshape({-1});
+  // The transport carries weights as float32; experts compute in the activations' dtype.
+  at::Tensor flat_w = topk_weight_NK.reshape({-1}).to(x_NH.scalar_type());
   std::vector<at::Tensor> outs;
   std::vector<at::Tensor> rows;
   int64_t offset = c[0];

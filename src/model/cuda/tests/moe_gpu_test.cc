@@ -38,7 +38,7 @@ TEST(MoeGpu, SwigluForwardBackward) {
 
 TEST(MoeGpu, SortByExpertGroupsEntries) {
   const int64_t T = 1000, K = 4, E = 16;
-  at::Tensor idx = at::rand({T, E}).argsort(1).narrow(1, 0, K).contiguous();
+  at::Tensor idx = at::rand({T, E}).argsort(int64_t{1}, false).narrow(1, 0, K).contiguous();
   idx.masked_fill_(at::rand({T, K}).lt(0.05), -1);
   cuda::ExpertSort s = cuda::sort_by_expert(idx.cuda(), E);
   at::Tensor offs = s.offs.cpu().to(at::kLong), pos = s.pos_TK.cpu(), src = s.src_token.cpu();
@@ -65,7 +65,7 @@ void check_grouped(at::ScalarType dt, double tol) {
   std::vector<ExpertWeights> ref_w;
   at::Tensor w13 = at::randn({E, 2 * I, H}, at::kDouble) * 0.2, w2 = at::randn({E, H, I}, at::kDouble) * 0.2;
   at::Tensor x = at::randn({N, H}, at::kDouble);
-  at::Tensor idx = at::rand({N, E}).argsort(1).narrow(1, 0, K).contiguous();
+  at::Tensor idx = at::rand({N, E}).argsort(int64_t{1}, false).narrow(1, 0, K).contiguous();
   idx.masked_fill_(at::rand({N, K}).lt(0.1), -1);
   at::Tensor w = at::rand({N, K}, at::kDouble).masked_fill(idx.lt(0), 0.0);
   at::Tensor dy = at::randn({N, H}, at::kDouble);
