@@ -88,7 +88,7 @@ TEST(CudaIpcWorker, DispatchCombine) {
         const int64_t T = 100 + 37 * rank;
         auto opt = at::TensorOptions().device(at::kCUDA);
         at::Tensor x = at::randn({T, h}, opt.dtype(dt));
-        at::Tensor idx = at::rand({T, E}).argsort(1).narrow(1, 0, K).contiguous();
+        at::Tensor idx = at::rand({T, E}).argsort(int64_t{1}, false).narrow(1, 0, K).contiguous();
         idx.masked_fill_(at::rand({T, K}).lt(0.1), -1);
         at::Tensor w = at::rand({T, K}).masked_fill(idx.lt(0), 0.f);
         at::Tensor idx_d = idx.cuda(), w_d = w.cuda();

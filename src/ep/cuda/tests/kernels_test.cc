@@ -27,7 +27,7 @@ double rel_err(const at::Tensor& out, const at::Tensor& ref) {
 
 // Random top-k ids: distinct experts per token, some slots -1.
 at::Tensor random_topk(int64_t T, int64_t K, int64_t E, bool drops) {
-  at::Tensor idx = at::rand({T, E}).argsort(1).narrow(1, 0, K).contiguous();
+  at::Tensor idx = at::rand({T, E}).argsort(int64_t{1}, false).narrow(1, 0, K).contiguous();
   if (drops) idx.masked_fill_(at::rand({T, K}).lt(0.1), -1);
   return idx;
 }
