@@ -1,0 +1,61 @@
+// With an expert-parallel group of R ranks the model holds and loads only its experts
+// [rank*E/R, (rank+1)*E/R); the values equal the full model's (same seed, any EP size).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "base/error.h"
+#include "model/model.h"
+#include "model/test_util.h"
+
+namespace moerl::model {
+namespace {
+
+// A group that only reports its shape: these tests create and load, they do not forward.
+class ShapeOnlyGroup final : public ep::Group {
+ public:
+  ShapeOnlyGroup(int rank, int world, int64_t e) : rank_(rank), world_(world), e_(e) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  int64_t num_experts() const override { return e_; }
+  ep::Layout get_dispatch_layout(const at::Tensor&, int64_t) override { throw Error("no forward here"); }
+  ep::Dispatched dispatch(const at::Tensor&, const at::Tensor&, const at::Tensor&, const ep::Layout&,
+                          const ep::Handle*) override {
+    throw Error("no forward here");
+  }
+  at::Tensor combine(const at::Tensor&, const ep::Handle&) override { throw Error("no forward here"); }
+
+ private:
+  int rank_, world_;
+  int64_t e_;
+};
+
+TEST(ExpertShards, RankHoldsAndLoadsOnlyItsExperts) {
+  io::HfConfig cfg = testing::tiny_qwen3();
+  Model full = init_random(cfg, 5);
+  ModelOptions o;
+  o.ep_group = std::make_shared<ShapeOnlyGroup>(1, 2, cfg.num_experts);
+  Model shard = init_random(cfg, 5, o);
+  EXPECT_EQ(shard.experts().first, 4);
+  EXPECT_EQ(shard.experts().count, 4);
+  EXPECT_FALSE(shard.params().count("model.layers.0.mlp.experts.3.up_proj.weight"));
+  const std::string name = "model.layers.0.mlp.experts.6.down_proj.weight";
+  ASSERT_TRUE(shard.params().count(name));
+  EXPECT_TRUE(at::equal(shard.params().at(name), full.params().at(name)));
+  // Router and attention stay whole on every rank.
+  EXPECT_TRUE(at::equal(shard.params().at("model.layers.0.mlp.gate.weight"),
+                        full.params().at("model.layers.0.mlp.gate.weight")));
+
+  const std::string dir = ::testing::TempDir() + "/ep_shard_full";
+  std::filesystem::remove_all(dir);
+  full.save(dir);
+  Model loaded = load_model(dir, o);
+  EXPECT_EQ(loaded.params().size(), shard.params().size());
+  EXPECT_TRUE(at::equal(loaded.params().at(name), full.params().at(name)));
+
+  o.ep_group = std::make_shared<ShapeOnlyGroup>(0, 3, cfg.num_experts);
+  EXPECT_THROW(init_random(cfg, 5, o), Error);  // 3 does not divide 8
+}
+
+}  // namespace
+}  // namespace moerl::model
