@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "base/error.h"
+
 namespace moerl::runtime {
 
 const char* counter_name(Counter c) {
@@ -52,6 +54,38 @@ AccountingReport Accounting::report(int64_t still_queued) const {
   r.trainer_samples_per_second = rate(r.get(Counter::kSamplesTrained), busy_[t] + idle_[t]);
   r.rollout_samples_per_second = rate(r.get(Counter::kSamplesGenerated), busy_[w] + idle_[w]);
   return r;
+}
+
+nlohmann::json Accounting::state() const {
+  nlohmann::json j;
+  for (int i = 0; i < static_cast<int>(Counter::kCount); ++i) {
+    j["counters"][counter_name(static_cast<Counter>(i))] = counters_[i].load();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json hist = nlohmann::json::object();
+  for (const auto& [k, v] : staleness_) hist[std::to_string(k)] = v;
+  j["staleness_histogram"] = hist;
+  j["busy"] = busy_;
+  j["idle"] = idle_;
+  return j;
+}
+
+void Accounting::load_state(const nlohmann::json& j) {
+  try {
+    for (int i = 0; i < static_cast<int>(Counter::kCount); ++i) {
+      counters_[i].store(j.at("counters").value(counter_name(static_cast<Counter>(i)), int64_t{0}));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    staleness_.clear();
+    for (const auto& [k, v] : j.at("staleness_histogram").items()) {
+      staleness_[std::stoull(k)] = v.get<int64_t>();
+    }
+    busy_ = j.at("busy").get<std::array<double, 2>>();
+    idle_ = j.at("idle").get<std::array<double, 2>>();
+  } catch (const std::exception& e) {
+    throw Error(std::string("accounting state in the checkpoint is malformed: ") + e.what(),
+                "the checkpoint was written by a different moerl build", ErrorCode::kIo);
+  }
 }
 
 nlohmann::json AccountingReport::to_json() const {

@@ -64,6 +64,10 @@ class Accounting {
   // `still_queued`: tasks not yet completed that the queue still holds (ready + leased),
   // plus records in the buffer not yet taken.
   AccountingReport report(int64_t still_queued) const;
+  // Counters, histogram and role times as JSON, for trainer checkpoints; load_state()
+  // replaces the current values with a saved state (throws moerl::Error on a malformed one).
+  nlohmann::json state() const;
+  void load_state(const nlohmann::json& state);
 
  private:
   std::array<std::atomic<int64_t>, static_cast<int>(Counter::kCount)> counters_{};

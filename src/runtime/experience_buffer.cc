@@ -36,6 +36,7 @@ std::string BufferSnapshot::encode() const {
   for (const std::string& key : seen) w.put_string(key);
   put_records(w, pending);
   put_records(w, ungot);
+  w.put_string(extra);
   return frame_record(kSnapshotMagic, kSnapshotVersion, w.bytes());
 }
 
@@ -51,6 +52,7 @@ BufferSnapshot BufferSnapshot::decode(std::string_view bytes) {
   for (uint32_t i = 0; i < num_seen; ++i) s.seen.insert(r.get_string());
   s.pending = get_records(r);
   s.ungot = get_records(r);
+  s.extra = r.get_string();
   if (r.remaining() != 0) {
     throw Error(std::string(kWhat) + ": " + std::to_string(r.remaining()) +
                     " unexpected bytes after the last field",

@@ -42,6 +42,8 @@ struct BufferSnapshot {
   // buffer does not use it). Tasks enqueued after it are enqueued again on restart; their
   // duplicates are dropped by the dedupe set.
   uint64_t data_cursor = 0;
+  // Opaque caller state carried with the snapshot (AsyncController: accounting as JSON).
+  std::string extra;
   std::string encode() const;             // binary, magic "MRBS", version 1, crc32c
   static BufferSnapshot decode(std::string_view bytes);
 };

@@ -49,16 +49,38 @@ InProcessTaskQueue::InProcessTaskQueue(QueueOptions options) : options_(options)
   }
 }
 
+void InProcessTaskQueue::enqueue_locked(const TaskUnit& task) {
+  uint64_t seq = next_seq_++;
+  entries_[seq].task = task;
+  ready_.push_back(seq);
+  ++stats_.enqueued;
+}
+
 void InProcessTaskQueue::enqueue(const TaskUnit& task, Deadline deadline) {
   validate(task);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    uint64_t seq = next_seq_++;
-    entries_[seq].task = task;
-    ready_.push_back(seq);
-    ++stats_.enqueued;
+    enqueue_locked(task);
   }
   cv_.notify_all();
+}
+
+bool InProcessTaskQueue::enqueue_from(const TaskUnit& task, uint64_t next_cursor,
+                                      Deadline deadline) {
+  validate(task);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (producer_cursor_ >= next_cursor) return false;
+    producer_cursor_ = next_cursor;
+    enqueue_locked(task);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+uint64_t InProcessTaskQueue::producer_cursor(Deadline deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return producer_cursor_;
 }
 
 void InProcessTaskQueue::reclaim_expired_locked(Clock::time_point now) {

@@ -25,6 +25,8 @@ class InProcessTaskQueue : public TaskQueue {
  public:
   explicit InProcessTaskQueue(QueueOptions options = {});
   void enqueue(const TaskUnit& task, Deadline deadline) override;
+  bool enqueue_from(const TaskUnit& task, uint64_t next_cursor, Deadline deadline) override;
+  uint64_t producer_cursor(Deadline deadline) override;
   std::vector<Lease> lease(const std::string& worker, int n, double lease_seconds,
                            Deadline deadline) override;
   bool renew(const Lease& lease, Deadline deadline) override;
@@ -35,6 +37,7 @@ class InProcessTaskQueue : public TaskQueue {
   QueueStats stats() const override;
 
  private:
+  void enqueue_locked(const TaskUnit& task);
   using Clock = std::chrono::steady_clock;
   struct Entry {
     TaskUnit task;
@@ -56,6 +59,7 @@ class InProcessTaskQueue : public TaskQueue {
   std::deque<uint64_t> ready_;        // seqs waiting for delivery, front first; guarded by mu_
   std::vector<TaskUnit> dead_;        // guarded by mu_
   QueueStats stats_;                  // guarded by mu_
+  uint64_t producer_cursor_ = 0;      // guarded by mu_
 };
 
 class InProcessExperienceBuffer : public ExperienceBuffer {

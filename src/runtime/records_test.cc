@@ -122,6 +122,7 @@ TEST(Records, SnapshotRoundTrip) {
   s.duplicates_dropped = 4;
   s.taken = 9;
   s.data_cursor = 1234567;
+  s.extra = "{\"k\": 1}";
   std::string bytes = s.encode();
   BufferSnapshot b = BufferSnapshot::decode(bytes);
   EXPECT_EQ(b.cursor, s.cursor);
@@ -133,6 +134,7 @@ TEST(Records, SnapshotRoundTrip) {
   EXPECT_EQ(b.duplicates_dropped, 4);
   EXPECT_EQ(b.taken, 9);
   EXPECT_EQ(b.data_cursor, 1234567u);
+  EXPECT_EQ(b.extra, s.extra);
   bytes[20] ^= 1;
   EXPECT_THROW(BufferSnapshot::decode(bytes), Error);
 }

@@ -61,6 +61,15 @@ end
 return {xlen, pending, handback, dead}
 )lua";
 
+// KEYS[1] tasks, KEYS[2] cursor key; ARGV[1] task bytes, ARGV[2] next cursor.
+constexpr const char* kEnqueueFromScript = R"lua(
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+if cur >= tonumber(ARGV[2]) then return 0 end
+redis.call('XADD', KEYS[1], '*', 'task', ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+)lua";
+
 // NOTE: must stay below the Unix time in ms, or Redis clamps the delivery time to now.
 constexpr const char* kHandbackIdleMs = "1000000000";
 
@@ -117,6 +126,7 @@ std::string ms(double seconds) {
 RedisKeys::RedisKeys(const std::string& ns)
     : tasks(ns + ":tasks"),
       dead(ns + ":tasks:dead"),
+      producer_cursor(ns + ":tasks:cursor"),
       experience(ns + ":experience"),
       weights(ns + ":weights"),
       weights_latest(ns + ":weights:latest") {
@@ -157,6 +167,29 @@ void RedisTaskQueue::enqueue(const TaskUnit& task, Deadline deadline) {
   control_.command_ok({"XADD", keys_.tasks, "*", "task", bytes}, deadline);
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.enqueued;
+}
+
+bool RedisTaskQueue::enqueue_from(const TaskUnit& task, uint64_t next_cursor, Deadline deadline) {
+  std::string bytes = encode_task(task);
+  RedisReply r = control_.command_ok({"EVAL", kEnqueueFromScript, "2", keys_.tasks,
+                                      keys_.producer_cursor, bytes, std::to_string(next_cursor)},
+                                     deadline);
+  if (r.integer != 1) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.enqueued;
+  return true;
+}
+
+uint64_t RedisTaskQueue::producer_cursor(Deadline deadline) {
+  RedisReply r = control_.command_ok({"GET", keys_.producer_cursor}, deadline);
+  if (r.is_nil()) return 0;
+  try {
+    return std::stoull(r.str);
+  } catch (const std::exception&) {
+    throw Error("redis key " + keys_.producer_cursor + " holds '" + r.str + "', not a cursor",
+                "the key was written by something else; use a fresh runtime.namespace",
+                ErrorCode::kIo);
+  }
 }
 
 uint32_t RedisTaskQueue::delivery_count(const std::string& id, const std::string& worker,

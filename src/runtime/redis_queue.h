@@ -2,6 +2,7 @@
 // RedisExperienceBuffer read by the trainer with its own group. Keys, for namespace NS:
 //   NS:tasks          task stream (field "task" = encoded TaskUnit); group "rollout"
 //   NS:tasks:dead     dead-letter stream (fields "task", "deliveries", "worker")
+//   NS:tasks:cursor   the producer's next dataset index (enqueue_from)
 //   NS:experience     experience stream (fields "rec" = encoded ExperienceRecord, "key"); group "trainer"
 //
 //   RedisTaskQueue q(parse_redis_url(url), "job42");
@@ -32,7 +33,7 @@ namespace moerl::runtime {
 
 struct RedisKeys {
   explicit RedisKeys(const std::string& ns);
-  std::string tasks, dead, experience, weights, weights_latest;
+  std::string tasks, dead, producer_cursor, experience, weights, weights_latest;
   static constexpr const char* kTaskGroup = "rollout";
   static constexpr const char* kTrainerGroup = "trainer";
   static constexpr const char* kHandback = "__handback__";
@@ -43,6 +44,8 @@ class RedisTaskQueue : public TaskQueue {
   RedisTaskQueue(const RedisUrl& url, const std::string& ns, QueueOptions options = {},
                  RedisOptions redis = {});
   void enqueue(const TaskUnit& task, Deadline deadline) override;
+  bool enqueue_from(const TaskUnit& task, uint64_t next_cursor, Deadline deadline) override;
+  uint64_t producer_cursor(Deadline deadline) override;
   std::vector<Lease> lease(const std::string& worker, int n, double lease_seconds,
                            Deadline deadline) override;
   bool renew(const Lease& lease, Deadline deadline) override;

@@ -55,6 +55,12 @@ class TaskQueue {
  public:
   virtual ~TaskQueue() = default;
   virtual void enqueue(const TaskUnit& task, Deadline deadline) = 0;
+  // Enqueues `task` and records `next_cursor` as the producer's position, atomically and
+  // idempotently: if the recorded position is already >= next_cursor nothing is enqueued
+  // (a retry, or a restarted controller replaying). Returns whether it enqueued.
+  virtual bool enqueue_from(const TaskUnit& task, uint64_t next_cursor, Deadline deadline) = 0;
+  // The recorded producer position (0 if none).
+  virtual uint64_t producer_cursor(Deadline deadline) = 0;
   // Up to n tasks for `worker`; waits until at least one is available or the deadline passes
   // (then returns empty). Expired leases are re-delivered before fresh tasks.
   virtual std::vector<Lease> lease(const std::string& worker, int n, double lease_seconds,

@@ -1,0 +1,112 @@
+// AsyncController: queue top-up, stale handling and trainer idle accounting.
+#include "runtime/controller.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace moerl::runtime {
+
+void ControllerConfig::validate() const {
+  if (total_tasks < 0 || queue_ahead < 1 || !(call_timeout_seconds > 0)) {
+    throw Error("controller: total_tasks=" + std::to_string(total_tasks) + " queue_ahead=" +
+                    std::to_string(queue_ahead) + " call_timeout_seconds=" +
+                    std::to_string(call_timeout_seconds) + " out of range",
+                "need total_tasks >= 0 (0 = unlimited), queue_ahead >= 1, a positive timeout");
+  }
+}
+
+AsyncController::AsyncController(ControllerConfig config, TaskQueue& queue,
+                                 ExperienceBuffer& buffer, TaskFactory factory,
+                                 Accounting* accounting)
+    : config_(std::move(config)),
+      queue_(queue),
+      buffer_(buffer),
+      factory_(std::move(factory)),
+      acc_(accounting ? accounting : &own_acc_),
+      cursor_(config_.first_cursor) {
+  config_.validate();
+}
+
+int64_t AsyncController::top_up(Deadline deadline) {
+  int64_t queued = queue_.depth(deadline).queued();
+  int64_t n = 0;
+  while (queued + n < config_.queue_ahead &&
+         (config_.total_tasks == 0 ||
+          static_cast<int64_t>(cursor_ - config_.first_cursor) < config_.total_tasks)) {
+    // Idempotent: after a restart, tasks a previous life already enqueued are skipped.
+    if (queue_.enqueue_from(factory_(cursor_, 0), cursor_ + 1, deadline)) ++n;
+    ++cursor_;
+  }
+  // NOTE: created is the dataset span handed out, so it survives restarts exactly.
+  acc_->set(Counter::kTasksCreated, static_cast<int64_t>(cursor_ - config_.first_cursor));
+  acc_->set_queue_depth(queued + n);
+  return n;
+}
+
+std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t current_version,
+                                                          Deadline deadline) {
+  double entered = now_seconds();
+  if (last_return_ > 0) acc_->add_role_time(Role::kTrainer, entered - last_return_, 0);
+  std::vector<ExperienceRecord> out;
+  while (out.size() < n) {
+    top_up(Deadline::after_seconds(config_.call_timeout_seconds));
+    // Short takes, so the queue is topped up while the trainer waits.
+    Deadline slice = Deadline::after_seconds(std::min(0.5, std::max(0.0, deadline.remaining_seconds())));
+    std::vector<ExperienceRecord> got = buffer_.take(n - out.size(), slice);
+    acc_->set(Counter::kDuplicatesDropped, buffer_.stats().duplicates_dropped);
+    StaleSplit split = config_.stale.apply(std::move(got), current_version, acc_);
+    for (ExperienceRecord& r : split.keep) out.push_back(std::move(r));
+    if (config_.stale.policy == StalePolicy::kRegenerate) {
+      for (const ExperienceRecord& r : split.stale) {
+        queue_.enqueue(factory_(r.cursor, r.attempt + 1),
+                       Deadline::after_seconds(config_.call_timeout_seconds));
+      }
+    }
+    if (deadline.expired()) break;
+  }
+  last_return_ = now_seconds();
+  acc_->add_role_time(Role::kTrainer, 0, last_return_ - entered);
+  return out;
+}
+
+bool AsyncController::finished(Deadline deadline) {
+  if (config_.total_tasks == 0) return false;
+  int64_t created = acc_->get(Counter::kTasksCreated);
+  if (created < config_.total_tasks) return false;
+  int64_t dead = queue_.depth(deadline).dead;
+  return acc_->get(Counter::kTasksCompleted) + dead >= created;
+}
+
+BufferSnapshot AsyncController::snapshot() {
+  BufferSnapshot s = buffer_.snapshot();
+  s.data_cursor = cursor_;
+  s.extra = acc_->state().dump();
+  return s;
+}
+
+void AsyncController::restore(const BufferSnapshot& snapshot, Deadline deadline) {
+  buffer_.restore(snapshot, deadline);
+  // Resume after whatever a previous life enqueued (Redis keeps it; in-process it is gone).
+  cursor_ = std::max<uint64_t>({snapshot.data_cursor, queue_.producer_cursor(deadline),
+                                config_.first_cursor});
+  if (!snapshot.extra.empty()) {
+    auto j = nlohmann::json::parse(snapshot.extra, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      throw Error("controller state in the checkpoint is not JSON",
+                  "the checkpoint was written by a different moerl build", ErrorCode::kIo);
+    }
+    acc_->load_state(j);
+  }
+  acc_->set(Counter::kTasksCreated, static_cast<int64_t>(cursor_ - config_.first_cursor));
+  last_return_ = 0;
+}
+
+AccountingReport AsyncController::report(Deadline deadline) {
+  QueueDepth d = queue_.depth(deadline);
+  acc_->set_queue_depth(d.queued());
+  acc_->set(Counter::kDeadLettered, d.dead);
+  return acc_->report(d.queued() + buffer_.stats().available);
+}
+
+}  // namespace moerl::runtime

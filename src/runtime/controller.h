@@ -1,0 +1,67 @@
+// AsyncController: the trainer-side half of asynchronous RL. It keeps the task queue topped
+// up from the dataset (a TaskFactory maps a data cursor to a task unit), hands the trainer
+// batches of experience within max_staleness, drops or regenerates stale records, measures
+// trainer idle time, and carries its state (buffer snapshot, data cursor, accounting) in
+// trainer checkpoints.
+//
+//   AsyncController ctl(cfg, *queue, *buffer, [&](uint64_t cursor, uint32_t attempt) {
+//     return task_from_dataset(cursor, attempt); }, &acc);
+//   while (!ctl.finished()) {
+//     auto batch = ctl.next_batch(groups_per_step, policy_version, Deadline::after_seconds(600));
+//     train(batch); acc.add(Counter::kSamplesTrained, samples_in(batch));
+//     if (checkpoint_due) save(ctl.snapshot().encode());
+//   }
+// Not thread-safe: one trainer thread drives it (queue and buffer themselves are shared).
+#pragma once
+
+#include <functional>
+
+#include "runtime/accounting.h"
+#include "runtime/experience_buffer.h"
+#include "runtime/staleness.h"
+#include "runtime/task_queue.h"
+
+namespace moerl::runtime {
+
+struct ControllerConfig {
+  int64_t total_tasks = 0;   // tasks to create over the run (0 = no limit)
+  int64_t queue_ahead = 8;   // keep this many tasks queued (ready + leased) ahead of training
+  uint64_t first_cursor = 0; // data cursor of the first task
+  StaleFilter stale;
+  double call_timeout_seconds = 30;
+  void validate() const;
+};
+
+using TaskFactory = std::function<TaskUnit(uint64_t cursor, uint32_t attempt)>;
+
+class AsyncController {
+ public:
+  AsyncController(ControllerConfig config, TaskQueue& queue, ExperienceBuffer& buffer,
+                  TaskFactory factory, Accounting* accounting);
+  // Enqueues new tasks until `queue_ahead` are queued or total_tasks were created. Returns
+  // how many it enqueued.
+  int64_t top_up(Deadline deadline);
+  // Up to n records (task groups) fresh enough for `current_version`; waits until it has n or
+  // the deadline passes. Stale records are dropped or their tasks re-enqueued (attempt + 1).
+  std::vector<ExperienceRecord> next_batch(size_t n, uint64_t current_version, Deadline deadline);
+  // All total_tasks created and each completed (trained, or stale under kDrop) or dead.
+  bool finished(Deadline deadline);
+  uint64_t data_cursor() const { return cursor_; }
+  // Buffer snapshot + data cursor + accounting, for the trainer checkpoint.
+  BufferSnapshot snapshot();
+  void restore(const BufferSnapshot& snapshot, Deadline deadline);
+  // Accounting with still_queued = queue depth (+ records waiting in an in-process buffer).
+  AccountingReport report(Deadline deadline);
+
+ private:
+  const ControllerConfig config_;
+  TaskQueue& queue_;
+  ExperienceBuffer& buffer_;
+  const TaskFactory factory_;
+  Accounting* const acc_;
+  Accounting own_acc_;          // used when the caller passes none
+  uint64_t cursor_;             // next dataset index to enqueue
+  double last_return_ = 0;      // when next_batch last returned (trainer busy since then)
+};
+
+}  // namespace moerl::runtime

@@ -1,0 +1,160 @@
+// AsyncController: queue top-up, staleness handling (drop / regenerate), idle accounting,
+// and restart from a snapshot without duplicating or losing tasks (in-process and Redis).
+#include "runtime/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "runtime/in_process_queue.h"
+#include "runtime/redis_queue.h"
+#include "runtime/test_records.h"
+#include "runtime/test_redis.h"
+
+namespace moerl::runtime {
+namespace {
+
+Deadline soon() { return Deadline::after_seconds(10); }
+
+TaskUnit task_at(uint64_t cursor, uint32_t attempt) {
+  return make_task("q" + std::to_string(cursor), cursor, attempt);
+}
+
+// Completes every task it can lease, stamping `version` on the record.
+int serve(TaskQueue& q, ExperienceBuffer& b, uint64_t version, int max = 1000) {
+  int n = 0;
+  while (n < max) {
+    auto leases = q.lease("w", 4, 30, Deadline::after_seconds(0.05));
+    if (leases.empty()) break;
+    for (Lease& l : leases) {
+      b.put(record_for(l.task, "w", version), soon());
+      EXPECT_TRUE(q.ack(l, soon()));
+      ++n;
+    }
+  }
+  return n;
+}
+
+TEST(Controller, TopUpKeepsQueueAheadAndStopsAtTotal) {
+  InProcessTaskQueue q;
+  InProcessExperienceBuffer b;
+  Accounting acc;
+  AsyncController ctl({.total_tasks = 10, .queue_ahead = 4, .first_cursor = 100}, q, b, task_at, &acc);
+  EXPECT_EQ(ctl.top_up(soon()), 4);
+  EXPECT_EQ(ctl.top_up(soon()), 0);
+  EXPECT_EQ(q.depth(soon()).ready, 4);
+  EXPECT_EQ(ctl.data_cursor(), 104u);
+  EXPECT_EQ(serve(q, b, 0), 4);
+  auto batch = ctl.next_batch(4, 0, soon());
+  ASSERT_EQ(batch.size(), 4u);
+  EXPECT_EQ(batch[0].task_id, "q100");
+  while (!ctl.finished(soon())) {
+    serve(q, b, 0);
+    ctl.next_batch(2, 0, Deadline::after_seconds(1));
+  }
+  AccountingReport r = ctl.report(soon());
+  EXPECT_EQ(r.get(Counter::kTasksCreated), 10);
+  EXPECT_EQ(r.get(Counter::kTasksCompleted), 10);
+  EXPECT_EQ(r.lost, 0);
+  EXPECT_GT(r.trainer_idle_fraction, 0.0);
+}
+
+TEST(Controller, RegeneratesStaleTasksWithNextAttempt) {
+  InProcessTaskQueue q;
+  InProcessExperienceBuffer b;
+  Accounting acc;
+  ControllerConfig cfg{.total_tasks = 3, .queue_ahead = 3,
+                       .stale = {.max_staleness = 1, .policy = StalePolicy::kRegenerate}};
+  AsyncController ctl(cfg, q, b, task_at, &acc);
+  ctl.top_up(soon());
+  serve(q, b, /*version=*/2);  // current will be 5: lag 3 > 1
+  auto batch = ctl.next_batch(3, 5, Deadline::after_seconds(0.3));
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(acc.get(Counter::kStaleDropped), 3);
+  EXPECT_EQ(acc.get(Counter::kTasksRequeued), 3);
+  auto regen = q.lease("w", 3, 30, soon());
+  ASSERT_EQ(regen.size(), 3u);
+  EXPECT_EQ(regen[0].task.attempt, 1u);
+  for (Lease& l : regen) {
+    b.put(record_for(l.task, "w", 5), soon());
+    q.ack(l, soon());
+  }
+  batch = ctl.next_batch(3, 5, soon());
+  EXPECT_EQ(batch.size(), 3u);
+  EXPECT_TRUE(ctl.finished(soon()));
+  EXPECT_EQ(ctl.report(soon()).lost, 0);
+  EXPECT_EQ(ctl.report(soon()).staleness_histogram.at(3), 3);
+}
+
+class ControllerRedisTest : public RedisTest {};
+
+// The trainer crashes after enqueueing past its checkpoint: the restarted controller neither
+// re-enqueues those tasks nor loses them, trains each exactly once, and accounting balances.
+TEST_F(ControllerRedisTest, RestartResumesWithoutDuplicatesOrLoss) {
+  RedisUrl url = parse_redis_url(url_);
+  RedisTaskQueue worker_q(url, "ctl");
+  RedisExperienceBuffer worker_b(url, "ctl");
+  ControllerConfig cfg{.total_tasks = 12, .queue_ahead = 4};
+  std::set<std::string> trained;
+  BufferSnapshot checkpoint;
+  std::set<std::string> trained_at_checkpoint;
+  uint64_t cursor_at_crash = 0;
+  {
+    RedisTaskQueue q(url, "ctl");
+    RedisExperienceBuffer b(url, "ctl");
+    Accounting acc;
+    AsyncController ctl(cfg, q, b, task_at, &acc);
+    ctl.top_up(soon());
+    serve(worker_q, worker_b, 0);
+    for (auto& r : ctl.next_batch(4, 0, soon())) trained.insert(r.task_id);
+    checkpoint = BufferSnapshot::decode(ctl.snapshot().encode());
+    trained_at_checkpoint = trained;
+    serve(worker_q, worker_b, 0, 2);
+    for (auto& r : ctl.next_batch(2, 0, soon())) trained.insert(r.task_id);
+    cursor_at_crash = ctl.data_cursor();  // next_batch topped up past the checkpoint
+  }  // the trainer dies
+  ASSERT_GT(cursor_at_crash, checkpoint.data_cursor);
+  trained = trained_at_checkpoint;  // training after the checkpoint died with the process
+  RedisTaskQueue q(url, "ctl");
+  RedisExperienceBuffer b(url, "ctl");
+  Accounting acc;
+  AsyncController ctl(cfg, q, b, task_at, &acc);
+  ctl.restore(checkpoint, soon());
+  EXPECT_EQ(ctl.data_cursor(), cursor_at_crash) << "must resume after the tasks the first life enqueued";
+  Deadline end = Deadline::after_seconds(30);
+  while (!ctl.finished(soon()) && !end.expired()) {
+    serve(worker_q, worker_b, 0);
+    for (auto& r : ctl.next_batch(4, 0, Deadline::after_seconds(0.5))) {
+      EXPECT_TRUE(trained.insert(r.task_id).second) << "trained twice: " << r.task_id;
+    }
+  }
+  EXPECT_EQ(trained.size(), 12u);
+  AccountingReport rep = ctl.report(soon());
+  EXPECT_EQ(rep.get(Counter::kTasksCreated), 12);
+  EXPECT_EQ(rep.get(Counter::kTasksCompleted), 12);
+  EXPECT_EQ(rep.lost, 0) << rep.to_json().dump();
+  EXPECT_EQ(q.stats().enqueued, static_cast<int64_t>(12 - cursor_at_crash))
+      << "only tasks past the first life's cursor are new after the restart";
+}
+
+TEST(Controller, EnqueueFromIsIdempotent) {
+  InProcessTaskQueue q;
+  EXPECT_TRUE(q.enqueue_from(task_at(0, 0), 1, soon()));
+  EXPECT_FALSE(q.enqueue_from(task_at(0, 0), 1, soon()));
+  EXPECT_TRUE(q.enqueue_from(task_at(1, 0), 2, soon()));
+  EXPECT_EQ(q.producer_cursor(soon()), 2u);
+  EXPECT_EQ(q.depth(soon()).ready, 2);
+}
+
+TEST_F(ControllerRedisTest, EnqueueFromIsIdempotentOnRedis) {
+  RedisTaskQueue q(parse_redis_url(url_), "idem");
+  EXPECT_EQ(q.producer_cursor(soon()), 0u);
+  EXPECT_TRUE(q.enqueue_from(task_at(0, 0), 1, soon()));
+  EXPECT_FALSE(q.enqueue_from(task_at(0, 0), 1, soon()));
+  EXPECT_TRUE(q.enqueue_from(task_at(1, 0), 2, soon()));
+  EXPECT_EQ(q.producer_cursor(soon()), 2u);
+  EXPECT_EQ(q.depth(soon()).ready, 2);
+}
+
+}  // namespace
+}  // namespace moerl::runtime
