@@ -45,7 +45,15 @@ fi
 if [ -x "$B/dev/gpu/moerl_gpu_tests" ]; then
   step "GPU tests"
   "${RUNENV[@]}" "$B/dev/gpu/moerl_gpu_tests" --gtest_output=json:"$OUT/tests.json" >"$L/tests.log" 2>&1
-  echo "tests rc=$?" | tee -a "$L/tests.log"; grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which is|rel_err|error" "$L/tests.log" | head -40
+  rc=$?; echo "tests rc=$rc" | tee -a "$L/tests.log"
+  grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which is|rel_err|error|exception" "$L/tests.log" | head -40
+  if [ $rc -gt 128 ]; then  # crashed: where (cuda-gdb also debugs host code here)
+    last=$(grep -E "^\[ RUN" "$L/tests.log" | tail -1 | awk '{print $4}')
+    "${RUNENV[@]}" timeout 120 cuda-gdb -batch -ex run -ex bt --args "$B/dev/gpu/moerl_gpu_tests" --gtest_filter="$last" \
+      >"$L/tests_gdb.log" 2>&1; grep -E "^#" "$L/tests_gdb.log" | head -15
+    "${RUNENV[@]}" "$B/dev/gpu/moerl_gpu_tests" --gtest_filter="-$last" >"$L/tests_rest.log" 2>&1
+    echo "tests without $last rc=$?"; grep -E "^\[  (FAILED|PASSED) |Failure|exception" "$L/tests_rest.log" | head -20
+  fi
   step "compute-sanitizer (memcheck, racecheck) on EP kernels"
   for tool in memcheck racecheck; do
     timeout 240 "${RUNENV[@]}" compute-sanitizer --tool $tool --error-exitcode 9 \
@@ -58,6 +66,10 @@ if [ -x "$B/dev/gpu/moerl_moe_bench" ]; then
 fi
 if [ -x "$B/dev/gpu/moerl_gen_bench" ]; then
   step "gen bench"; "${RUNENV[@]}" timeout 200 "$B/dev/gpu/moerl_gen_bench" "$OUT/gen.json" 2>&1 | tee "$L/gen_bench.log"
+  if [ "${PIPESTATUS[0]}" -gt 128 ]; then
+    "${RUNENV[@]}" timeout 120 cuda-gdb -batch -ex run -ex bt --args "$B/dev/gpu/moerl_gen_bench" /dev/null \
+      >"$L/gen_gdb.log" 2>&1; grep -E "^#" "$L/gen_gdb.log" | head -15
+  fi
 fi
 if [ "${GPU_CHECK_SKIP_HF:-0}" != 1 ]; then
   step "HF baselines"; timeout 240 python3 dev/gpu/hf_reference.py "$OUT/hf.json" 2>&1 | tail -20 | tee "$L/hf.log"

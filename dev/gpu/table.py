@@ -27,20 +27,26 @@ def main():
 
     add("bf16 matmul TFLOP/s (8192^3)", m.get("matmul_bf16_tflops"), None, True)
     add("HBM copy GB/s (r+w)", m.get("copy_gbps"), None, True)
+    issue = {"fwd16384": 8.5, "fwdbwd16384": 27.2, "gen16": 927.0, "gen128": 10238.0}  # issue 8's HF figures
+    mm = m.get("matmul_bf16_tflops")
     for T in (4096, 16384):
-        add(f"MoE fwd ms T={T} (vs HF)", m.get(f"moe_fwd_ms_T{T}"), h.get(f"hf_moe_fwd_ms_T{T}"), False)
-        add(f"MoE fwd+bwd ms T={T} (vs HF)", m.get(f"moe_fwdbwd_ms_T{T}"), h.get(f"hf_moe_fwdbwd_ms_T{T}"), False)
-        mm = m.get("matmul_bf16_tflops")
-        add(f"MoE fwd TFLOP/s T={T} (vs matmul)", m.get(f"moe_fwd_tflops_T{T}"), mm, True)
-        add(f"MoE fwd+bwd TFLOP/s T={T} (vs matmul)", m.get(f"moe_fwdbwd_tflops_T{T}"), mm, True)
-        add(f"grouped_mm alone fwd TFLOP/s T={T}", m.get(f"grouped_mm_fwd_tflops_T{T}"), mm, True)
+        for kind, label in (("fwd", "fwd"), ("fwdbwd", "fwd+bwd")):
+            ours = m.get(f"moe_{kind}_ms_T{T}")
+            add(f"MoE {label} ms T={T} vs HF default", ours, h.get(f"hf_moe_{kind}_ms_T{T}"), False)
+            add(f"MoE {label} ms T={T} vs HF grouped_mm", ours, h.get(f"hf_moe_{kind}_ms_T{T}_grouped_mm"), False)
+            if f"{kind}{T}" in issue:
+                add(f"MoE {label} ms T={T} vs issue's HF figure", ours, issue[f"{kind}{T}"], False)
+            add(f"MoE {label} TFLOP/s T={T} vs matmul", m.get(f"moe_{kind}_tflops_T{T}"), mm, True)
+        add(f"grouped_mm alone fwd TFLOP/s T={T} vs matmul", m.get(f"grouped_mm_fwd_tflops_T{T}"), mm, True)
     for k in ("pack", "unpack", "combine"):
         add(f"EP {k} GB/s (vs copy)", m.get(f"ep_{k}_gbps"), m.get("copy_gbps"), True)
     add("torch index_select GB/s (vs copy)", m.get("torch_index_select_gbps"), m.get("copy_gbps"), True)
     for B in (16, 128):
-        add(f"generate new tok/s B={B} (vs HF)", g.get(f"gen_tok_per_s_B{B}"), h.get(f"hf_gen_tok_per_s_B{B}"), True)
-    add("generate tok/s B=128, generic experts (vs HF)", g.get("generic_gen_tok_per_s_B128"),
-        h.get("hf_gen_tok_per_s_B128"), True)
+        ours = g.get(f"gen_tok_per_s_B{B}")
+        add(f"generate new tok/s B={B} vs HF default", ours, h.get(f"hf_gen_tok_per_s_B{B}"), True)
+        add(f"generate new tok/s B={B} vs HF grouped_mm", ours, h.get(f"hf_gen_tok_per_s_B{B}_grouped_mm"), True)
+        add(f"generate new tok/s B={B} vs issue's HF figure", ours, issue[f"gen{B}"], True)
+    add("generate tok/s B=128, generic experts path", g.get("generic_gen_tok_per_s_B128"), h.get("hf_gen_tok_per_s_B128"), True)
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     for i, r in enumerate(rows):
         print("| " + " | ".join(c.ljust(w[j]) for j, c in enumerate(r)) + " |")

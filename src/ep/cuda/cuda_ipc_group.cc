@@ -93,7 +93,7 @@ class CudaIpcGroup final : public Group {
                     "a cached handle only fits inputs with the same tokens as the dispatch that made it");
       }
     } else {
-      auto in = detail::check_dispatch_inputs(x.cpu(), topk_idx_TK.cpu(), topk_weights_TK.cpu(), num_experts_);
+      auto in = detail::check_dispatch_inputs(x, topk_idx_TK.cpu(), topk_weights_TK.cpu(), num_experts_);
       check_bounds(in.topk_idx_TK.size(0), in.topk_idx_TK.size(1));
       detail::compute_layout(in.topk_idx_TK, num_experts_, num_ranks_);  // validates ids
       st = detail::plan_routing(in.topk_idx_TK, in.topk_weights_TK, num_experts_, num_ranks_, cfg_.mode);

@@ -95,11 +95,12 @@ TEST(MoeGpu, GroupedExpertsMatchCpuFloat32) { check_grouped(at::kFloat, 1e-4); }
 TEST(MoeGpu, GroupedExpertsMatchCpuBf16) { check_grouped(at::kBFloat16, 2e-2); }
 
 TEST(MoeGpu, BlockMatchesCpuMoeForward) {
+  // CPU reference in float32 (the ep groups carry float32/bf16 payloads).
   const int64_t T = 512, H = 128, I = 64, E = 16, K = 4;
   RouterConfig rc{E, K, true};
-  at::Tensor router = at::randn({E, H}, at::kDouble) * 0.1;
-  at::Tensor w13 = at::randn({E, 2 * I, H}, at::kDouble) * 0.1, w2 = at::randn({E, H, I}, at::kDouble) * 0.1;
-  at::Tensor x = at::randn({T, H}, at::kDouble);
+  at::Tensor router = at::randn({E, H}) * 0.1;
+  at::Tensor w13 = at::randn({E, 2 * I, H}) * 0.1, w2 = at::randn({E, H, I}) * 0.1;
+  at::Tensor x = at::randn({T, H});
   MoeWeights mw{router, {}};
   for (int64_t e = 0; e < E; ++e) mw.experts.push_back({w13[e].narrow(0, 0, I), w13[e].narrow(0, I, I), w2[e]});
   auto group = ep::loopback_group(E);
