@@ -46,7 +46,7 @@ class LoopbackGroup final : public Group {
       st->recv_topk_idx_NK = in.topk_idx_TK;
       st->recv_topk_weights_NK = w;
     } else {
-      st->rows = in_rank.nonzero().select(1, 0).contiguous();
+      st->rows = in_rank.nonzero().select(1, 0).contiguous().to(in.x_TH.device());
       d.recv_x_NH = in.x_TH.index_select(0, st->rows);
       st->recv_topk_idx_NK = in.topk_idx_TK.index_select(0, st->rows);
       st->recv_topk_weights_NK = w.index_select(0, st->rows);

@@ -42,7 +42,7 @@ Layout compute_layout(const at::Tensor& topk_idx_TK, int64_t num_experts, int nu
                     "the EP world size " + std::to_string(num_ranks),
                 "choose ep_size dividing the number of experts");
   }
-  at::Tensor idx = topk_idx_TK.contiguous();
+  at::Tensor idx = topk_idx_TK.to(at::kCPU).contiguous();  // CUDA ids: layout computed (and kept) on the host
   const int64_t T = idx.size(0), K = idx.size(1);
   Layout l;
   l.num_tokens_per_rank = at::empty({num_ranks}, at::kLong);
