@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -89,6 +90,9 @@ void RedisServer::spawn(Deadline deadline) {
     }
     // NOTE: a new process group, so a test's SIGTERM to its own group cannot reach Redis.
     setpgid(0, 0);
+    // NOTE: redis-server must not outlive a crashed launcher (test or `moerl train`). The
+    // signal follows the forking thread, so start servers from a long-lived thread.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     execvp("redis-server", argv.data());
     _exit(127);
   }

@@ -6,7 +6,8 @@
 //   std::string url = server.url();             // "redis://127.0.0.1:<port>/0"
 //   server.kill9();                             // crash it ...
 //   server.restart(Deadline::after_seconds(10));  // ... and bring it back on the same port/dir
-// Not thread-safe (one owner). The destructor stops the server (SIGTERM, then SIGKILL).
+// Not thread-safe (one owner). The destructor stops the server (SIGTERM, then SIGKILL); if
+// the launching thread dies first, the server gets SIGTERM (PR_SET_PDEATHSIG).
 // Failure: redis-server missing or not answering PING by the deadline -> moerl::Error.
 #pragma once
 
