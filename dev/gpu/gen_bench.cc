@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "bench_util.h"
+#include "model/cuda/fast_generate.h"
 #include "model/cuda/moe_gpu.h"
 #include "model/generate.h"
 #include "model/model.h"
@@ -35,30 +36,40 @@ int main(int argc, char** argv) {
   model::cuda::install_cuda_experts();
   model::Model m = model::init_random(c, 1, {at::kBFloat16, at::kCUDA, nullptr});
   const int64_t P = 64, N = 128;
-  for (bool grouped : {true, false}) {
-    if (!grouped) model::set_local_experts_hook(nullptr);
-    for (int64_t B : {16, 128}) {
-      if (!grouped && B == 16) continue;
-      at::Tensor ids = at::randint(3, c.vocab_size, {B, P}, at::kLong);
-      std::vector<std::vector<int64_t>> prompts(B);
-      for (int64_t b = 0; b < B; ++b) prompts[b].assign(ids[b].data_ptr<int64_t>(), ids[b].data_ptr<int64_t>() + P);
-      model::GenerateConfig g;
-      g.sampling.temperature = 1.0;
-      g.seed = 7;
-      g.max_new_tokens = 8;
-      model::generate(m, prompts, g);  // warm-up
-      g.max_new_tokens = N;
-      gpubench::cuda_ok(cudaDeviceSynchronize(), "sync");
-      auto t0 = std::chrono::steady_clock::now();
-      auto res = model::generate(m, prompts, g);
-      gpubench::cuda_ok(cudaDeviceSynchronize(), "sync");
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      int64_t toks = 0;
-      for (const auto& r : res) toks += static_cast<int64_t>(r.tokens.size());
-      const std::string k = std::string(grouped ? "" : "generic_") + "gen_tok_per_s_B" + std::to_string(B);
-      j.set(k, toks / s);
-      j.set(std::string(grouped ? "" : "generic_") + "gen_ms_per_step_B" + std::to_string(B), 1e3 * s / N);
-    }
+  // Variants: fast_generate with the CUDA-graph decode step (the GPU path), the same eager,
+  // and model::generate (host loop, CPU sampling) with grouped experts and with the generic loop.
+  enum class Path { kFastGraph, kFastEager, kGenerate, kGenerateGeneric };
+  struct Run { Path path; const char* name; int64_t B; };
+  const Run runs[] = {{Path::kFastGraph, "fast_graph", 16}, {Path::kFastGraph, "fast_graph", 128},
+                      {Path::kFastEager, "fast_eager", 128}, {Path::kGenerate, "generate", 16},
+                      {Path::kGenerate, "generate", 128}, {Path::kGenerateGeneric, "generate_generic", 128}};
+  for (const Run& r : runs) {
+    if (r.path == Path::kGenerateGeneric) model::set_local_experts_hook(nullptr);
+    at::Tensor ids = at::randint(3, c.vocab_size, {r.B, P}, at::kLong);
+    std::vector<std::vector<int64_t>> prompts(r.B);
+    for (int64_t b = 0; b < r.B; ++b) prompts[b].assign(ids[b].data_ptr<int64_t>(), ids[b].data_ptr<int64_t>() + P);
+    model::GenerateConfig g;
+    g.sampling.temperature = 1.0;
+    g.seed = 7;
+    model::cuda::FastGenerateStats st;
+    auto go = [&](int64_t n) {
+      g.max_new_tokens = n;
+      if (r.path == Path::kFastGraph || r.path == Path::kFastEager)
+        return model::cuda::fast_generate(m, prompts, g, r.path == Path::kFastGraph, &st);
+      return model::generate(m, prompts, g);
+    };
+    go(8);  // warm-up
+    gpubench::cuda_ok(cudaDeviceSynchronize(), "sync");
+    auto t0 = std::chrono::steady_clock::now();
+    auto res = go(N);
+    gpubench::cuda_ok(cudaDeviceSynchronize(), "sync");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int64_t toks = 0;
+    for (const auto& x : res) toks += static_cast<int64_t>(x.tokens.size());
+    const std::string k = std::string(r.name) + "_B" + std::to_string(r.B);
+    j.set(k + "_tok_per_s", toks / s);
+    j.set(k + "_ms_per_step", 1e3 * s / N);
+    if (r.path == Path::kFastGraph) j.set(k + "_used_graph", st.used_graph ? 1 : 0);
   }
   j.write(out);
   return 0;

@@ -42,11 +42,13 @@ def main():
         add(f"EP {k} GB/s (vs copy)", m.get(f"ep_{k}_gbps"), m.get("copy_gbps"), True)
     add("torch index_select GB/s (vs copy)", m.get("torch_index_select_gbps"), m.get("copy_gbps"), True)
     for B in (16, 128):
-        ours = g.get(f"gen_tok_per_s_B{B}")
+        ours = g.get(f"fast_graph_B{B}_tok_per_s")
         add(f"generate new tok/s B={B} vs HF default", ours, h.get(f"hf_gen_tok_per_s_B{B}"), True)
         add(f"generate new tok/s B={B} vs HF grouped_mm", ours, h.get(f"hf_gen_tok_per_s_B{B}_grouped_mm"), True)
         add(f"generate new tok/s B={B} vs issue's HF figure", ours, issue[f"gen{B}"], True)
-    add("generate tok/s B=128, generic experts path", g.get("generic_gen_tok_per_s_B128"), h.get("hf_gen_tok_per_s_B128"), True)
+    for k, label in (("fast_eager_B128", "fast path, no CUDA graph"), ("generate_B128", "model::generate + grouped experts"),
+                     ("generate_B16", "model::generate + grouped experts"), ("generate_generic_B128", "model::generate, generic experts")):
+        add(f"generate tok/s {k}: {label}", g.get(f"{k}_tok_per_s"), h.get("hf_gen_tok_per_s_B" + k.split("_B")[-1]), True)
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     for i, r in enumerate(rows):
         print("| " + " | ".join(c.ljust(w[j]) for j, c in enumerate(r)) + " |")

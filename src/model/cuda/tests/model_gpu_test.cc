@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include "model/cuda/fast_generate.h"
 #include "model/cuda/moe_gpu.h"
 #include "model/generate.h"
 #include "model/model.h"
@@ -51,6 +52,68 @@ TEST(ModelGpu, GenerateOnGpuRuns) {
     for (int64_t t : o.tokens) EXPECT_TRUE(t >= 0 && t < cfg.vocab_size);
     for (float lp : o.logprobs) EXPECT_LE(lp, 0.f);
   }
+}
+
+}  // namespace
+}  // namespace moerl::model
+
+namespace moerl::model {
+namespace {
+
+// Tiny bf16 CUDA model with a sharpened head, so greedy choices are not near-ties.
+Model sharp_model(uint64_t seed) {
+  cuda::install_cuda_experts();
+  Model m = init_random(testing::tiny_qwen3(), seed, {at::kBFloat16, at::kCUDA, nullptr});
+  at::NoGradGuard ng;
+  m.params().at("lm_head.weight").mul_(40.0);
+  return m;
+}
+
+std::vector<std::vector<int64_t>> test_prompts() { return {{1, 7, 9, 11, 13}, {1, 4}, {1, 30, 31}}; }
+
+TEST(FastGenerate, GreedyMatchesGenerate) {
+  Model m = sharp_model(21);
+  GenerateConfig g;
+  g.max_new_tokens = 10;
+  g.sampling.greedy = true;
+  auto ref = generate(m, test_prompts(), g);
+  cuda::FastGenerateStats st;
+  auto got = cuda::fast_generate(m, test_prompts(), g, /*use_graph=*/true, &st);
+  EXPECT_TRUE(st.used_graph);
+  EXPECT_FALSE(st.fell_back);
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t b = 0; b < ref.size(); ++b) {
+    ASSERT_EQ(got[b].tokens.size(), ref[b].tokens.size());
+    // bf16 paths differ in reduction order: the first steps must agree exactly.
+    for (size_t t = 0; t < 4; ++t) EXPECT_EQ(got[b].tokens[t], ref[b].tokens[t]) << "row " << b << " step " << t;
+    for (size_t t = 0; t < 4; ++t)
+      EXPECT_NEAR(got[b].logprobs[t], ref[b].logprobs[t], 0.05 + 0.05 * std::abs(ref[b].logprobs[t]));
+  }
+}
+
+TEST(FastGenerate, GraphEqualsEagerAndStopsAtEos) {
+  Model m = sharp_model(22);
+  GenerateConfig g;
+  g.max_new_tokens = 12;
+  g.seed = 5;
+  cuda::FastGenerateStats a, b;
+  auto eager = cuda::fast_generate(m, test_prompts(), g, false, &a);
+  auto graph = cuda::fast_generate(m, test_prompts(), g, true, &b);
+  EXPECT_FALSE(a.used_graph);
+  EXPECT_TRUE(b.used_graph);
+  for (size_t r = 0; r < eager.size(); ++r) {
+    EXPECT_EQ(eager[r].tokens, graph[r].tokens) << "row " << r;
+    for (size_t t = 0; t < eager[r].tokens.size(); ++t) {
+      EXPECT_LE(graph[r].logprobs[t], 0.f);
+      EXPECT_NEAR(graph[r].sample_logprobs[t], graph[r].logprobs[t], 1e-3);  // temperature 1
+    }
+  }
+  // Stop row 0 at its third token: it ends there with finish = eos; others run on or stop too.
+  g.eos_ids = {graph[0].tokens[2]};
+  auto stopped = cuda::fast_generate(m, test_prompts(), g, true);
+  ASSERT_LE(stopped[0].tokens.size(), 3u);
+  EXPECT_EQ(stopped[0].finish, FinishReason::kEos);
+  EXPECT_EQ(stopped[0].tokens.back(), g.eos_ids[0]);
 }
 
 }  // namespace

@@ -1,0 +1,232 @@
+// fast_generate: GPU decode loop with a CUDA-graph decode step (see fast_generate.h).
+#include "model/cuda/fast_generate.h"
+
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "model/common/layers.h"
+#include "model/common/moe.h"
+#include "model/cuda/moe_gpu.h"
+
+namespace moerl::model::cuda {
+namespace {
+
+// One decode step over static buffers: reads tok_B, cache.next_pos, slot_1, active_B; writes
+// the cache at slot_1 and returns float logits [B,V].
+class DecodeStep {
+ public:
+  DecodeStep(Model& m, KvCache& cache) : m_(m), cache_(cache) {
+    const io::HfConfig& c = m.config();
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      layers_.push_back(m.arch().bind_layer(c, m.experts(), m.params(), i));
+      if (layers_.back().is_moe) stacked_.push_back(stack_experts(layers_.back().moe.experts));
+      else stacked_.emplace_back();
+    }
+    embed_ = m.params().at("model.embed_tokens.weight");
+    norm_ = m.params().at("model.norm.weight");
+    auto head = m.params().find("lm_head.weight");
+    head_ = head != m.params().end() ? head->second : embed_;
+    const int64_t B = cache.batch();
+    auto lopt = at::TensorOptions().dtype(at::kLong).device(m.device());
+    tok_B = at::zeros({B}, lopt);
+    slot_1 = at::zeros({1}, lopt);
+    active_B = at::ones({B}, lopt.dtype(at::kBool));
+  }
+
+  at::Tensor run() {
+    const io::HfConfig& c = m_.config();
+    const int64_t B = cache_.batch(), H = c.hidden_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+    const int64_t D = c.head_dim, G = Hq / Hkv, S = cache_.capacity();
+    const double eps = c.rms_norm_eps, scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const at::ScalarType dt = m_.dtype();
+    const RouterConfig rc = m_.arch().router_config(c);
+    cache_.valid.index_copy_(1, slot_1, active_B.unsqueeze(1));
+    at::Tensor key_ok = cache_.valid.view({B, 1, 1, S});
+    auto [cos, sin] = rope_cos_sin(cache_.next_pos.unsqueeze(1), D, c.rope_theta, dt);  // [B,1,D]
+    at::Tensor x = at::embedding(embed_, tok_B).view({B, 1, H});
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const LayerWeights& w = layers_[i];
+      at::Tensor h = rms_norm(x, w.input_norm, eps);
+      at::Tensor q = lin(h, w.attn.q_proj, w.attn.q_bias).view({B, 1, Hq, D});
+      at::Tensor k = lin(h, w.attn.k_proj, w.attn.k_bias).view({B, 1, Hkv, D});
+      at::Tensor v = lin(h, w.attn.v_proj, w.attn.v_bias).view({B, 1, Hkv, D});
+      if (w.attn.q_norm.defined()) q = rms_norm(q, w.attn.q_norm, eps);
+      if (w.attn.k_norm.defined()) k = rms_norm(k, w.attn.k_norm, eps);
+      q = apply_rope(q.transpose(1, 2), cos, sin);  // [B,Hq,1,D]
+      k = apply_rope(k.transpose(1, 2), cos, sin);  // [B,Hkv,1,D]
+      cache_.k[i].index_copy_(2, slot_1, k);
+      cache_.v[i].index_copy_(2, slot_1, v.transpose(1, 2));
+      at::Tensor scores = at::matmul(q.reshape({B, Hkv, G, D}), cache_.k[i].transpose(2, 3)) * scale;  // [B,Hkv,G,S]
+      scores = scores.to(at::kFloat).masked_fill(key_ok.logical_not(), std::numeric_limits<float>::lowest());
+      at::Tensor probs = at::softmax(scores, -1).to(dt);
+      at::Tensor out = at::matmul(probs, cache_.v[i]).reshape({B, 1, Hq * D});  // [B,Hkv,G,D] -> heads in order
+      x = x + at::linear(out, w.attn.o_proj);
+      at::Tensor hh = rms_norm(x, w.post_attention_norm, eps).view({B, H});
+      at::Tensor y;
+      if (w.is_moe) {
+        at::Tensor logits = at::linear(hh, w.moe.router_EH), idx, wt;
+        route(logits, rc, &idx, &wt);
+        y = grouped_experts(hh, idx, wt, stacked_[i].first, stacked_[i].second).to(dt);
+      } else {
+        y = model::swiglu(hh, w.mlp.gate_IH, w.mlp.up_IH, w.mlp.down_HI);
+      }
+      x = x + y.view({B, 1, H});
+    }
+    return at::linear(rms_norm(x, norm_, eps), head_).to(at::kFloat).view({B, -1});
+  }
+
+  at::Tensor tok_B, slot_1, active_B;
+
+ private:
+  static at::Tensor lin(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+  }
+  Model& m_;
+  KvCache& cache_;
+  std::vector<LayerWeights> layers_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> stacked_;
+  at::Tensor embed_, norm_, head_;
+};
+
+struct Sampled {
+  at::Tensor tok, lp, slp;
+};
+
+Sampled sample(const at::Tensor& logits_BV, const SamplingConfig& s, at::Generator& gen) {
+  Sampled r;
+  at::Tensor logp = at::log_softmax(logits_BV, -1);
+  if (s.greedy) {
+    r.tok = logp.argmax(-1);
+    r.slp = at::zeros({logits_BV.size(0)}, logp.options());
+  } else {
+    at::Tensor slogp = at::log_softmax(logits_BV / s.temperature, -1);
+    at::Tensor u = at::rand(slogp.sizes(), gen, slogp.options()).clamp_(1e-20, 1.0 - 1e-7);
+    r.tok = (slogp - at::log(-at::log(u))).argmax(-1);  // Gumbel-max: a draw from softmax(slogp)
+    r.slp = slogp.gather(1, r.tok.unsqueeze(1)).squeeze(1);
+  }
+  r.lp = logp.gather(1, r.tok.unsqueeze(1)).squeeze(1);
+  return r;
+}
+
+}  // namespace
+
+std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<int64_t>>& prompts,
+                                      const GenerateConfig& config, bool use_graph, FastGenerateStats* stats) {
+  FastGenerateStats local;
+  FastGenerateStats& st = stats ? *stats : local;
+  const SamplingConfig& s = config.sampling;
+  s.validate();
+  const bool fast_ok = m.device().is_cuda() && m.dtype() == at::kBFloat16 && m.config().sliding_window == 0 &&
+                       (s.greedy || (s.top_k == 0 && s.top_p >= 1.0)) && m.ep_group().world_size() == 1;
+  if (!fast_ok || config.max_new_tokens <= 0) {
+    st.fell_back = true;
+    return generate(m, prompts, config);
+  }
+  c10::InferenceMode guard;
+  const int64_t B = static_cast<int64_t>(prompts.size()), N = config.max_new_tokens;
+  int64_t Tp = 0;
+  for (const auto& p : prompts) {
+    if (p.empty()) throw Error("fast_generate: an empty prompt", "give every row at least one token");
+    Tp = std::max<int64_t>(Tp, static_cast<int64_t>(p.size()));
+  }
+  at::Tensor ids = at::full({B, Tp}, config.pad_id, at::kLong), mask = at::zeros({B, Tp}, at::kLong);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = static_cast<int64_t>(prompts[b].size()), off = Tp - n;
+    std::copy(prompts[b].begin(), prompts[b].end(), ids[b].data_ptr<int64_t>() + off);
+    mask[b].narrow(0, off, n).fill_(1);
+  }
+  KvCache cache = m.make_cache(B, Tp + N);
+  at::Tensor first_logits = m.forward({ids, mask, {}, &cache}).logits_BTV.select(1, Tp - 1).contiguous();
+
+  const auto dev = m.device();
+  auto lopt = at::TensorOptions().dtype(at::kLong).device(dev);
+  at::Generator gen = at::cuda::detail::createCUDAGenerator(dev.index() < 0 ? 0 : dev.index());
+  gen.set_current_seed(config.seed);
+  at::Tensor eos = at::tensor(config.eos_ids.empty() ? std::vector<int64_t>{-1} : config.eos_ids, at::kLong).to(dev);
+  at::Tensor toks = at::empty({B, N}, lopt), lps = at::empty({B, N}, lopt.dtype(at::kFloat));
+  at::Tensor slps = at::empty({B, N}, lopt.dtype(at::kFloat));
+  at::Tensor finished = at::zeros({B}, lopt.dtype(at::kBool));
+
+  DecodeStep step(m, cache);
+  step.slot_1.fill_(Tp);
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  at::Tensor graph_logits;
+  at::Tensor logits = first_logits;
+  for (int64_t t = 0; t < N; ++t) {
+    if (t > 0) {
+      if (use_graph && !graph && t == 1) {
+        // Capture on a side stream after one eager warm-up there (idempotent: same inputs).
+        c10::cuda::device_synchronize();
+        try {
+          c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+          c10::cuda::CUDAStreamGuard sg(side);
+          step.run();
+          side.synchronize();
+          auto g = std::make_unique<at::cuda::CUDAGraph>();
+          g->capture_begin();
+          graph_logits = step.run();
+          g->capture_end();
+          side.synchronize();
+          graph = std::move(g);
+        } catch (const std::exception& e) {
+          MOERL_LOG(WARN) << "fast_generate: CUDA graph capture failed, decoding eagerly: " << e.what();
+          graph.reset();
+          use_graph = false;
+        }
+        c10::cuda::device_synchronize();
+      }
+      if (graph) {
+        graph->replay();
+        logits = graph_logits;
+      } else {
+        logits = step.run();
+      }
+    }
+    Sampled smp = sample(logits, s, gen);
+    at::Tensor tok = smp.tok.masked_fill(finished, config.pad_id);
+    toks.select(1, t).copy_(tok);
+    lps.select(1, t).copy_(smp.lp);
+    slps.select(1, t).copy_(smp.slp);
+    finished.logical_or_(at::isin(tok, eos).logical_and(finished.logical_not()));
+    // Next step's inputs: stopped rows feed a masked pad token (batch shape stays fixed).
+    step.tok_B.copy_(tok.masked_fill(finished, config.pad_id));
+    if (t > 0) {
+      step.slot_1.add_(1);
+      cache.next_pos.add_(step.active_B.to(at::kLong));
+    } else {
+      // cache.next_pos already counts the prompt (prefill); the first decode writes slot Tp.
+    }
+    step.active_B.copy_(finished.logical_not());
+  }
+  cache.length = Tp + N - 1;
+  st.used_graph = graph != nullptr;
+
+  at::Tensor toks_c = toks.cpu(), lps_c = lps.cpu(), slps_c = slps.cpu();
+  std::vector<Generation> out(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t* tk = toks_c[b].data_ptr<int64_t>();
+    const float* l = lps_c[b].data_ptr<float>();
+    const float* sl = slps_c[b].data_ptr<float>();
+    for (int64_t t = 0; t < N; ++t) {
+      out[b].tokens.push_back(tk[t]);
+      out[b].logprobs.push_back(l[t]);
+      out[b].sample_logprobs.push_back(s.greedy ? 0.f : sl[t]);
+      if (std::find(config.eos_ids.begin(), config.eos_ids.end(), tk[t]) != config.eos_ids.end()) {
+        out[b].finish = FinishReason::kEos;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace moerl::model::cuda

@@ -1,0 +1,33 @@
+// Generation on the GPU with the decode step as one CUDA graph. Prefill runs through
+// Model::forward (KV cache on the GPU); each later token runs a static-shape decode step
+// (embedding, attention over the whole cache under its validity mask, grouped-GEMM experts,
+// head) that is captured once and replayed; sampling (Gumbel-max at the temperature) and the
+// stop bookkeeping stay on the GPU, and tokens reach the host once, at the end.
+//
+//   model::cuda::install_cuda_experts();
+//   auto out = model::cuda::fast_generate(model, prompts, gen_config);  // as model::generate
+//
+// Handles greedy and temperature sampling (top_k = 0, top_p = 1) for bf16 CUDA models without
+// sliding-window attention; anything else runs model::generate. Same Generation results
+// (tokens, logprobs at temperature 1, sampling logprobs, finish reason); the random stream
+// differs from generate()'s CPU sampler, so sampled tokens differ for one seed.
+// Not thread-safe for one Model. Errors: as model::generate (empty prompts, bad ids).
+#pragma once
+
+#include <vector>
+
+#include "model/generate.h"
+#include "model/model.h"
+
+namespace moerl::model::cuda {
+
+struct FastGenerateStats {
+  bool used_graph = false;  // false: graph capture failed or was off; steps ran eagerly
+  bool fell_back = false;   // settings outside the fast path: model::generate ran
+};
+
+std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<int64_t>>& prompts,
+                                      const GenerateConfig& config, bool use_graph = true,
+                                      FastGenerateStats* stats = nullptr);
+
+}  // namespace moerl::model::cuda
