@@ -63,8 +63,8 @@ Model::Model(io::HfConfig cfg, Params params, ModelOptions options)
                       shape_str(spec.shape),
                   "the checkpoint does not match config.json (check hidden_size, head_dim, experts)");
     }
+    // NOTE: no copy when dtype/device already match: the model takes over the tensors.
     at::Tensor t = it->second.to(at::TensorOptions().dtype(options_.dtype).device(options_.device)).detach();
-    if (t.is_same(it->second)) t = t.clone();
     params_[spec.name] = t.contiguous().set_requires_grad(true);
     params.erase(it);
   }

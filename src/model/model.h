@@ -61,7 +61,8 @@ struct ForwardOutput {
 class Model {
  public:
   // `params` must hold exactly arch.param_specs(cfg, local experts) with those shapes; they
-  // are converted to options.dtype/device and made leaves with requires_grad.
+  // are converted to options.dtype/device (shared, not copied, when they already match) and
+  // made leaves with requires_grad.
   Model(io::HfConfig cfg, Params params, ModelOptions options = {});
   Model(Model&&) = default;
   Model& operator=(Model&&) = default;
