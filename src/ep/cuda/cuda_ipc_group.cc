@@ -320,7 +320,11 @@ class CudaIpcGroup final : public Group {
 
 std::shared_ptr<Group> cuda_ipc_group(const Config& cfg, int64_t num_experts) {
   detail::World w = detail::join_world("cuda_ipc", cfg.timeout_s);
-  cfg.validate(num_experts, w.world_size);
+  // cfg.backend names the host transports (make_group); this call picks cuda_ipc, so check the
+  // bounds as for any multi-rank backend rather than loopback's one-rank rule.
+  Config checked = cfg;
+  checked.backend = Backend::kAllToAll;
+  checked.validate(num_experts, w.world_size);
   return std::make_shared<CudaIpcGroup>(cfg, num_experts, w);
 }
 
