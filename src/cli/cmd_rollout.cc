@@ -1,0 +1,39 @@
+// `moerl rollout CONFIG.toml [--set key=value ...] [--run-dir DIR] [--worker-id ID]
+// [--max-tasks N] [--threads N]`: one rollout worker process (rollout/worker.h). SIGTERM or a
+// Spot notice drains it: unfinished tasks are handed back, it exits 0.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "train/async_job.h"
+
+namespace moerl::cli {
+
+static int run_rollout_cmd(Args& args) {
+  if (args.flag("--help")) {
+    std::printf(
+        "usage: moerl rollout CONFIG.toml [--set key=value ...] [--run-dir DIR] [--worker-id ID]\n"
+        "                     [--max-tasks N] [--threads 1]\n"
+        "  A rollout worker: leases prompt groups from [runtime] queue_url, generates with the\n"
+        "  newest published weight version (store: [store] uri or DIR/store), puts experience.\n"
+        "  SIGTERM / Spot notice: drain within runtime.drain_seconds and exit 0.\n");
+    return 0;
+  }
+  std::vector<std::string> overrides = args.values("--set");
+  std::optional<std::string> run_dir = args.value("--run-dir");
+  train::RolloutRoleOptions o;
+  o.worker_id = args.value_or("--worker-id", "worker-" + std::to_string(getpid()));
+  o.max_tasks = args.integer("--max-tasks", 0);
+  o.intra_op_threads = static_cast<int>(args.integer("--threads", 1));
+  std::string config = args.positional(0, "CONFIG.toml");
+  args.finish();
+  train::JobConfig cfg = train::JobConfig::load(config, overrides);
+  o.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
+  return train::run_rollout_role(cfg, o);
+}
+
+MOERL_COMMAND("rollout", "rollout worker role of the async job (lease -> generate -> put)", run_rollout_cmd);
+
+}  // namespace moerl::cli

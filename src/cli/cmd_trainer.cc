@@ -1,0 +1,39 @@
+// `moerl trainer CONFIG.toml [--set key=value ...] [--run-dir DIR] [--fresh] [--no-plot]`: the
+// trainer role of the asynchronous job (train/async_job.h) over the queue [runtime] names.
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "train/async_job.h"
+
+namespace moerl::cli {
+
+static int run_trainer_cmd(Args& args) {
+  if (args.flag("--help")) {
+    std::printf(
+        "usage: moerl trainer CONFIG.toml [--set key=value ...] [--run-dir DIR] [--fresh] [--no-plot]\n"
+        "  The trainer role: tops up the task queue ([runtime] queue_url), trains on experience\n"
+        "  within runtime.max_staleness, publishes weight versions to the store, checkpoints the\n"
+        "  buffer and queue cursor. Rollout workers: `moerl rollout CONFIG.toml` (same config,\n"
+        "  same --run-dir or [store] uri). A run dir holding a checkpoint resumes unless --fresh.\n");
+    return 0;
+  }
+  std::vector<std::string> overrides = args.values("--set");
+  std::optional<std::string> run_dir = args.value("--run-dir");
+  bool fresh = args.flag("--fresh");
+  bool no_plot = args.flag("--no-plot");
+  std::string config = args.positional(0, "CONFIG.toml");
+  args.finish();
+  train::JobConfig cfg = train::JobConfig::load(config, overrides);
+  train::JobOptions opts;
+  opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
+  if (fresh) std::filesystem::remove_all(opts.run_dir);
+  opts.plot = !no_plot;
+  nlohmann::json summary = train::run_trainer_role(cfg, opts);
+  std::printf("%s\n", summary.dump(2).c_str());
+  return 0;
+}
+
+MOERL_COMMAND("trainer", "trainer role of the async job (queue -> train -> publish weight versions)", run_trainer_cmd);
+
+}  // namespace moerl::cli

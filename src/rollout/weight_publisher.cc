@@ -1,0 +1,60 @@
+// Publishing and fetching policy weight versions through the commit protocol.
+#include "rollout/weight_publisher.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "io/tensor_io.h"
+#include "store/commit.h"
+
+namespace moerl::rollout {
+
+namespace fs = std::filesystem;
+
+std::string weights_prefix(uint64_t version) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%s/v%08" PRIu64, kWeightsRoot, version);
+  return buf;
+}
+
+std::string publish_weights(store::ObjectStore& store, runtime::WeightRegistry& registry, uint64_t version,
+                            const model::Model& policy, const std::string& scratch_dir,
+                            const PublishOptions& options, Deadline deadline) {
+  const std::string prefix = weights_prefix(version);
+  fs::path dir = fs::path(scratch_dir) / ("publish-v" + std::to_string(version));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  policy.save(dir.string());
+  store::CommitWriter w(store, prefix);
+  w.put_file("config.json", (dir / "config.json").string());
+  w.put_file("model.safetensors", (dir / "model.safetensors").string());
+  w.commit({{"version", version}, {"kind", "policy-weights"}});
+  fs::remove_all(dir);
+  registry.publish(version, prefix, deadline);
+  if (options.keep > 0) store::retain_latest(store, kWeightsRoot, options.keep);
+  return prefix;
+}
+
+StagedWeights fetch_weights(store::ObjectStore& store, const std::string& prefix, const std::string& scratch_dir) {
+  store::CommitReader r = store::CommitReader::open(store, prefix);
+  const nlohmann::json& extra = r.manifest().extra;
+  if (!extra.contains("version") || !extra["version"].is_number_unsigned()) {
+    throw Error("weights: manifest of " + prefix + " has no unsigned 'version' in its extra field",
+                "weights commits are written by publish_weights (docs/formats/weights_version.md)",
+                ErrorCode::kIo);
+  }
+  StagedWeights s;
+  s.version = extra["version"].get<uint64_t>();
+  fs::path dir = fs::path(scratch_dir) / ("v" + std::to_string(s.version));
+  fs::create_directories(dir);
+  r.get_file("config.json", (dir / "config.json").string());         // size + sha256 checked
+  r.get_file("model.safetensors", (dir / "model.safetensors").string());
+  s.dir = dir.string();
+  s.params = io::load_tensors((dir / "model.safetensors").string());
+  return s;
+}
+
+}  // namespace moerl::rollout

@@ -1,0 +1,96 @@
+// The rollout worker role: leases task units (prompt groups), generates and scores them with
+// the newest policy version it has, and puts the experience into the buffer, through
+// runtime::run_worker_loop (leases renewed while it works; SIGTERM / Spot notice -> drain,
+// exit 0). A background stager waits for newer weight versions (WeightRegistry::wait_newer),
+// downloads and verifies them while generation goes on; the worker ACTIVATES a staged version
+// only between generate() calls, so one forward pass never mixes two versions, and every
+// sample records the version that produced it (runtime::VersionSpan). The leased tasks of one
+// lease() call are generated together in ONE batched generate() call.
+//
+//   RolloutWorker w(setup, backends, store, {.worker_id = "pod-3", .scratch_dir = "/tmp/w3"});
+//   runtime::WorkerLoopResult r = w.run(drain);   // returns after a drain or the trainer's end
+// Thread-safety: one thread runs a worker; several workers may share in-process backends.
+// Failures: no weight version within options.first_version_seconds -> moerl::Error(kTimeout).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "rollout/group_rollout.h"
+#include "rollout/weight_publisher.h"
+#include "runtime/accounting.h"
+#include "runtime/drain.h"
+#include "runtime/runtime_config.h"
+#include "store/object_store.h"
+#include "tasks/reward_fn.h"
+
+namespace moerl::rollout {
+
+struct WorkerSetup {
+  const model::Tokenizer* tokenizer = nullptr;
+  tasks::RewardFn* reward = nullptr;   // calls are serialised by the worker (one mutex per process)
+  RolloutConfig gen;
+  runtime::RuntimeConfig runtime;
+  uint64_t seed = 0;
+};
+
+struct WorkerOptions {
+  std::string worker_id = "worker-0";
+  std::string scratch_dir = "/tmp/moerl-worker";
+  double first_version_seconds = 600;  // wait this long for the trainer's first version
+  int64_t max_tasks = 0;               // stop after this many tasks (0 = until drained / done)
+  int intra_op_threads = 0;            // at::set_num_threads for this thread (0 = leave)
+};
+
+// The object-store key a trainer writes when the run is over; workers drain when they see it.
+inline constexpr const char* kRunDoneKey = "control/run_done";
+
+struct WorkerStats {
+  runtime::WorkerLoopResult loop;
+  uint64_t first_version = 0;
+  uint64_t last_version = 0;
+  int64_t activations = 0;   // versions activated after the first
+  int64_t batches = 0;       // generate() calls
+};
+
+class RolloutWorker {
+ public:
+  RolloutWorker(WorkerSetup setup, runtime::RuntimeBackends backends, store::ObjectStore& store,
+                WorkerOptions options);
+  ~RolloutWorker();
+  RolloutWorker(const RolloutWorker&) = delete;
+  RolloutWorker& operator=(const RolloutWorker&) = delete;
+
+  // Loads the newest version, then runs the worker loop until `drain` completes (SIGTERM,
+  // Spot notice, request_drain) or the trainer marks the run done.
+  WorkerStats run(runtime::DrainController& drain, runtime::Accounting* accounting = nullptr);
+
+ private:
+  void stage_loop(runtime::DrainController* drain);
+  void activate_staged();  // worker thread only, between generate() calls
+
+  WorkerSetup setup_;
+  runtime::RuntimeBackends backends_;
+  store::ObjectStore& store_;
+  WorkerOptions options_;
+  std::unique_ptr<model::Model> policy_;
+  uint64_t active_version_ = 0;
+  WorkerStats stats_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                         // guarded by mu_
+  std::optional<StagedWeights> staged_;       // guarded by mu_
+  uint64_t staged_version_ = 0;               // guarded by mu_ (newest fetched)
+  std::thread stager_;
+};
+
+}  // namespace moerl::rollout

@@ -1,0 +1,168 @@
+// Chaos test of the asynchronous job over Redis (AOF on): the trainer process and 3 rollout
+// worker PROCESSES; a random worker is SIGKILLed and restarted every couple of seconds, one
+// worker is SIGTERMed mid-task (it must drain and exit 0), the trainer is SIGKILLed once and
+// restarted (it resumes from its checkpoint). The run must complete with lost == 0, every
+// task trained exactly once (trained.jsonl + accounting) and the training reward rising.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/redis_server.h"
+#include "train/async_test_util.h"
+
+namespace moerl::train {
+namespace {
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+int64_t rl_steps_done(const std::string& metrics) {
+  int64_t n = 0;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("phase", "") == "rl") n = std::max<int64_t>(n, j.value("step", 0));
+  }
+  return n;
+}
+
+TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
+  if (testing::moerl_bin().empty()) GTEST_SKIP() << "MOERL_BIN is not set (run through ctest)";
+  std::string dir = testing::make_temp_dir("async-chaos");
+  runtime::RedisServer server = runtime::RedisServer::start(dir + "/redis", Deadline::after_seconds(15));
+  const int kSteps = 24, kPrompts = 8;
+  std::string runtime = "mode = \"async\"\nqueue_url = \"" + server.url() +
+                        "\"\nnamespace = \"chaos\"\ntasks_per_lease = 2\nlease_seconds = 2\n"
+                        "max_staleness = 4\nstale_policy = \"regenerate\"\ndrain_seconds = 5\n"
+                        "drain_margin_seconds = 0.5\ncall_timeout_seconds = 10\n";
+  std::string text = testing::tiny_config_text(runtime);
+  // The demo model (hidden 64, 2 layers, 4 experts), a short SFT warm start, then RL.
+  auto set = [&](const std::string& key, const std::string& val) {
+    size_t p = text.find("\n" + key + " = ");
+    ASSERT_NE(p, std::string::npos) << key;
+    size_t e = text.find('\n', p + 1);
+    text.replace(p + 1, e - p - 1, key + " = " + val);
+  };
+  set("hidden_size", "64");
+  set("num_hidden_layers", "2");
+  set("num_attention_heads", "4");
+  set("num_key_value_heads", "2");
+  set("moe_intermediate_size", "64");
+  set("group_size", "8");
+  set("prompts_per_step", std::to_string(kPrompts));
+  set("max_new_tokens", "6");
+  set("sft_steps", "60");
+  set("steps", std::to_string(kSteps));
+  set("eval_prompts", "50");
+  text += "";
+  text.replace(text.find("[train]\n"), 8,
+               "[train]\nsft_batch_size = 64\nsft_lr = 3e-3\nlr = 2e-3\ncheckpoint_every = 3\nthreads = 1\n");
+  std::string config = testing::write_config(dir, text);
+  std::string run = dir + "/run";
+  std::string log = dir + "/log";
+  std::filesystem::create_directories(log);
+
+  auto start_trainer = [&](int n) {
+    return testing::spawn_moerl({"trainer", config, "--run-dir", run, "--no-plot"}, log + "/trainer" + std::to_string(n) + ".log");
+  };
+  int restarts = 0;
+  auto start_worker = [&](int slot) {
+    std::string id = "w" + std::to_string(slot) + "-" + std::to_string(restarts++);
+    return testing::spawn_moerl({"rollout", config, "--run-dir", run, "--worker-id", id}, log + "/" + id + ".log");
+  };
+  pid_t trainer = start_trainer(0);
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(start_worker(i));
+
+  std::mt19937 rng(7);
+  bool trainer_killed = false, sigtermed = false;
+  int sigterm_code = -2, kills = 0, code = 0;
+  Deadline deadline = Deadline::after_seconds(480);
+  double next_kill = now_seconds() + 3;
+  while (true) {
+    ASSERT_FALSE(deadline.expired()) << "run did not finish; logs in " << log;
+    if (testing::exited(trainer, &code)) {
+      ASSERT_EQ(code, 0) << "trainer failed; logs in " << log;
+      break;
+    }
+    int64_t steps = rl_steps_done(run + "/metrics.jsonl");
+    if (!trainer_killed && steps >= kSteps / 3) {
+      kill(trainer, SIGKILL);
+      testing::wait_exit(trainer, 10);
+      trainer = start_trainer(1);
+      trainer_killed = true;
+    }
+    if (!sigtermed && steps >= kSteps / 2) {
+      // SIGTERM worker 0 mid-task: it drains and exits 0; then a fresh worker takes its slot.
+      kill(workers[0], SIGTERM);
+      sigterm_code = testing::wait_exit(workers[0], 20);
+      workers[0] = start_worker(0);
+      sigtermed = true;
+    }
+    if (steps >= 1 && now_seconds() >= next_kill) {
+      int slot = 1 + static_cast<int>(rng() % 2);
+      kill(workers[slot], SIGKILL);
+      testing::wait_exit(workers[slot], 10);
+      workers[slot] = start_worker(slot);
+      ++kills;
+      next_kill = now_seconds() + 2.5;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (pid_t w : workers) EXPECT_EQ(testing::wait_exit(w, 30), 0) << "a worker did not drain at the end";
+  EXPECT_TRUE(trainer_killed);
+  EXPECT_TRUE(sigtermed);
+  EXPECT_EQ(sigterm_code, 0) << "SIGTERMed worker must drain and exit 0";
+  EXPECT_GE(kills, 2);
+
+  std::ifstream sin(run + "/summary.json");
+  nlohmann::json summary = nlohmann::json::parse(sin);
+  const nlohmann::json& acc = summary.at("accounting");
+  EXPECT_EQ(acc.at("lost").get<int64_t>(), 0) << acc.dump();
+  EXPECT_EQ(acc.at("tasks_created").get<int64_t>(), kSteps * kPrompts) << acc.dump();
+  EXPECT_EQ(summary.at("steps").at("rl").get<int64_t>(), kSteps);
+
+  // Every task trained exactly once: one line per dataset cursor, none twice.
+  std::vector<nlohmann::json> trained = read_jsonl(run + "/trained.jsonl");
+  std::set<uint64_t> cursors;
+  std::set<std::string> keys;
+  for (const auto& t : trained) {
+    EXPECT_TRUE(cursors.insert(t.at("cursor").get<uint64_t>()).second) << "trained twice: " << t.dump();
+    keys.insert(t.at("task_id").get<std::string>() + "#" + std::to_string(t.at("attempt").get<int>()));
+  }
+  EXPECT_EQ(cursors.size(), static_cast<size_t>(kSteps * kPrompts));
+  EXPECT_EQ(keys.size(), cursors.size());
+  EXPECT_EQ(acc.at("samples_trained").get<int64_t>(), kSteps * kPrompts * 8) << acc.dump();
+
+  // Reward rises: mean training reward of the last third above the first third.
+  std::vector<double> rewards;
+  std::map<int64_t, double> by_step;  // a replayed step after the trainer restart: keep the last
+  for (const auto& m : read_jsonl(run + "/metrics.jsonl")) {
+    if (m.value("phase", "") == "rl") by_step[m.at("step").get<int64_t>()] = m.at("reward").get<double>();
+  }
+  for (const auto& [s, r] : by_step) rewards.push_back(r);
+  ASSERT_EQ(rewards.size(), static_cast<size_t>(kSteps));
+  double first = 0, last = 0;
+  const int third = kSteps / 3;
+  for (int i = 0; i < third; ++i) {
+    first += rewards[i] / third;
+    last += rewards[kSteps - 1 - i] / third;
+  }
+  EXPECT_GT(last, first) << "first third " << first << ", last third " << last;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace moerl::train

@@ -1,0 +1,123 @@
+// Drain of a rollout worker PROCESS (`moerl rollout`, Redis queue): SIGTERM, or a Spot notice
+// from a fake IMDSv2 endpoint, makes it hand back its unfinished tasks within the drain
+// deadline and exit 0; another worker can lease them at once.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/tokenizer.h"
+#include "rollout/group_rollout.h"
+#include "rollout/weight_publisher.h"
+#include "runtime/redis_server.h"
+#include "runtime/test_metadata_server.h"
+#include "store/object_store.h"
+#include "train/async_job.h"
+#include "train/async_test_util.h"
+
+namespace moerl::train {
+namespace {
+
+constexpr int kTasks = 300;
+constexpr double kDrainSeconds = 4;
+
+class AsyncDrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::moerl_bin().empty()) GTEST_SKIP() << "MOERL_BIN is not set (run through ctest)";
+    dir_ = testing::make_temp_dir("async-drain");
+    server_ = std::make_unique<runtime::RedisServer>(
+        runtime::RedisServer::start(dir_ + "/redis", Deadline::after_seconds(15)));
+  }
+  void TearDown() override {
+    server_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  // Writes the config, publishes version 0 and enqueues kTasks prompt groups.
+  JobConfig prepare(const std::string& extra) {
+    std::string runtime = "mode = \"async\"\nqueue_url = \"" + server_->url() +
+                          "\"\nnamespace = \"drain\"\ntasks_per_lease = 4\nlease_seconds = 60\n"
+                          "drain_seconds = " + std::to_string(kDrainSeconds) + "\ndrain_margin_seconds = 0.5\n";
+    config_ = testing::write_config(dir_, testing::tiny_config_text(runtime, extra));
+    JobConfig cfg = JobConfig::load(config_, {});
+    backends_ = runtime::open_backends(cfg.runtime, "test");
+    auto tok = make_job_tokenizer(cfg);
+    io::HfConfig arch = cfg.model.arch;
+    arch.vocab_size = tok->vocab_size();
+    arch.bos_token_id = tok->bos_id();
+    arch.eos_token_id = tok->eos_id();
+    arch.pad_token_id = tok->pad_id();
+    model::Model m = model::init_random(arch, 5);
+    store_ = store::open_store(job_store_uri(cfg, dir_));
+    rollout::publish_weights(*store_, *backends_.weights, 0, m, dir_ + "/scratch", {}, Deadline::after_seconds(10));
+    for (int c = 0; c < kTasks; ++c) {
+      runtime::TaskUnit u = rollout::make_task_unit(cfg.task->item(tasks::Split::kTrain, c), *tok, 4, c);
+      u.task_id = "c" + std::to_string(c);
+      backends_.queue->enqueue(u, Deadline::after_seconds(5));
+    }
+    return cfg;
+  }
+
+  pid_t start_worker() {
+    return testing::spawn_moerl({"rollout", config_, "--run-dir", dir_, "--worker-id", "victim"}, dir_ + "/worker.log");
+  }
+
+  // Waits until the worker has put at least `n` records.
+  void wait_for_progress(int n) {
+    Deadline d = Deadline::after_seconds(120);
+    while (!d.expired()) {
+      runtime::QueueDepth q = backends_.queue->depth(Deadline::after_seconds(5));
+      if (kTasks - q.queued() >= n) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "worker made no progress; log: " << dir_ << "/worker.log";
+  }
+
+  // After the drain: nothing held, every task either done or ready for another worker now.
+  void check_handed_back() {
+    runtime::QueueDepth q = backends_.queue->depth(Deadline::after_seconds(5));
+    EXPECT_EQ(q.leased, 0);
+    EXPECT_GT(q.ready, 0);
+    auto recs = backends_.buffer->take(kTasks, Deadline::after_seconds(2));
+    EXPECT_EQ(static_cast<int64_t>(recs.size()) + q.ready, kTasks);
+    double t0 = now_seconds();
+    auto leases = backends_.queue->lease("other", 1, 60, Deadline::after_seconds(5));
+    ASSERT_EQ(leases.size(), 1u);
+    EXPECT_LT(now_seconds() - t0, 2.0);  // at once, not after a lease expiry
+  }
+
+  std::string dir_, config_;
+  std::unique_ptr<runtime::RedisServer> server_;
+  runtime::RuntimeBackends backends_;
+  std::unique_ptr<store::ObjectStore> store_;
+};
+
+TEST_F(AsyncDrain, SigtermHandsBackUnfinishedTasksAndExitsZero) {
+  prepare("");
+  pid_t pid = start_worker();
+  wait_for_progress(8);
+  double t0 = now_seconds();
+  kill(pid, SIGTERM);
+  int code = testing::wait_exit(pid, kDrainSeconds + 10);
+  double took = now_seconds() - t0;
+  EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
+  EXPECT_LT(took, kDrainSeconds + 3);
+  check_handed_back();
+}
+
+TEST_F(AsyncDrain, SpotNoticeTriggersTheSameDrain) {
+  runtime::FakeMetadataServer imds;
+  prepare("[runtime.spot]\nenabled = true\nmetadata_url = \"" + imds.url() + "\"\npoll_seconds = 0.2\n");
+  pid_t pid = start_worker();
+  wait_for_progress(8);
+  double t0 = now_seconds();
+  imds.set_notice(true);
+  int code = testing::wait_exit(pid, kDrainSeconds + 10);
+  double took = now_seconds() - t0;
+  EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
+  EXPECT_LT(took, kDrainSeconds + 3);
+  check_handed_back();
+}
+
+}  // namespace
+}  // namespace moerl::train
