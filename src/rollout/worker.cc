@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "base/error.h"

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "base/deadline.h"
 #include "model/tokenizer.h"
 #include "rollout/group_rollout.h"
 #include "rollout/weight_publisher.h"

@@ -26,6 +26,7 @@
 #include "rollout/worker.h"
 #include "runtime/controller.h"
 #include "store/object_store.h"
+#include "store/commit.h"
 #include "train/checkpoint.h"
 
 namespace moerl::train {

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+
 #include <memory>
 #include <string>
 
