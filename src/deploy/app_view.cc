@@ -55,7 +55,7 @@ AppView parse_app_view(const std::string& text, const std::string& source_name) 
     std::filesystem::path p(source_name);
     a.name = p.stem() == "app" && p.has_parent_path() ? p.parent_path().filename().string() : p.stem().string();
   }
-  a.queue = get_string(a, root, "runtime.queue");
+  a.queue = get_string(a, root, "runtime.queue_url");
   if (auto* st = root.get("store")) {
     if (st->is_string()) {
       a.store_uri = *st->value<std::string>();
@@ -64,7 +64,7 @@ AppView parse_app_view(const std::string& text, const std::string& source_name) 
       a.store_uri = get_string(a, root, "store.uri");
       a.store_key = "store.uri";
     } else {
-      bad(a, "store", "is neither a string nor a table", "write store = \"s3://bucket/prefix\"");
+      bad(a, "store", "is neither a string nor a table", "write [store] uri = \"s3://bucket/prefix\"");
     }
   }
   a.ep_size = get_int(a, root, "ep.size", 1);

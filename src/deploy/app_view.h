@@ -16,9 +16,9 @@ struct AppView {
   std::string source;     // file name, for messages
   std::string text;       // the file verbatim (goes into the ConfigMap unchanged)
   std::string name;       // run name: [run] name / top-level name, else the file stem
-  std::string queue;      // runtime.queue ("" = in-process default)
-  std::string store_uri;  // `store = "..."` or [store] uri = "..."
-  std::string store_key;  // which of the two spellings held it ("store" or "store.uri")
+  std::string queue;      // runtime.queue_url ("" = in-process default)
+  std::string store_uri;  // [store] uri = "..." (a top-level `store = "..."` is read too)
+  std::string store_key;  // which spelling held it ("store.uri" or "store")
   int64_t ep_size = 1;    // ep.size
   std::string ep_backend; // ep.backend ("" = default)
   int64_t num_workers = 1;  // rollout.num_workers

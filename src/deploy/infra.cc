@@ -90,15 +90,16 @@ bool dns1123_label(const std::string& s) {
 void check_group(const InfraConfig& c, NodeGroup& g, bool gpu, int64_t default_efa_fraction_all) {
   const std::string path = "node_groups." + g.key;
   const InstanceType* smallest = nullptr;
+  const std::string type_field = path + (g.instance_types.size() > 1 ? ".instance_types" : ".instance_type");
   for (const auto& name : g.instance_types) {
     const InstanceType* t = find_instance_type(name);
     if (t == nullptr) {
-      fail(c, path + (g.instance_types.size() > 1 ? ".instance_types" : ".instance_type"),
+      fail(c, type_field,
            "= \"" + name + "\" is not a known instance type",
            "known types: " + instance_type_names(gpu) + " (add a row to src/deploy/instance_types.cc)");
     }
     if (gpu && t->gpus == 0) {
-      fail(c, path + ".instance_type", "= \"" + name + "\" has no GPU, but the " + g.key + " role needs GPUs",
+      fail(c, type_field, "= \"" + name + "\" has no GPU, but the " + g.key + " role needs GPUs",
            "choose a GPU type: " + instance_type_names(true));
     }
     if (smallest == nullptr || t->gpus < smallest->gpus ||
@@ -322,11 +323,11 @@ void validate_infra(const InfraConfig& c, const AppView& app) {
     fail(c, "s3.bucket", "= \"" + c.bucket + "\" is not a valid S3 bucket name",
          "3-63 lower-case letters, digits, '.' and '-'");
   }
-  const std::string store_key = app.store_key.empty() ? "store" : app.store_key;
+  const std::string store_key = app.store_key.empty() ? "store.uri" : app.store_key;
   if (app.store_uri.rfind("s3://", 0) != 0) {
     throw Error("APP " + app.source + ": " + store_key + " = \"" + app.store_uri +
                     "\" is not an s3:// URI; pods on different nodes share no local directory",
-                "set " + store_key + " = \"s3://" + c.bucket + "/" + (c.prefix.empty() ? app.name : c.prefix) + "\"");
+                "set [store] uri = \"s3://" + c.bucket + "/" + (c.prefix.empty() ? app.name : c.prefix) + "\"");
   }
   std::string rest = app.store_uri.substr(5);
   std::string app_bucket = rest.substr(0, rest.find('/'));

@@ -95,8 +95,8 @@ TEST(Infra, MissingOrMismatchedBucket) {
                "is missing");
   expect_error(replace_once(small_infra(), "bucket = \"moerl-example-artifacts\"", "bucket = \"other-bucket\""),
                small_app(), "s3.bucket", "uses bucket \"moerl-example-artifacts\"");
-  std::string local = replace_once(small_app(), "store = \"s3://moerl-example-artifacts/runs/small\"", "store = \"./runs\"");
-  expect_error(small_infra(), local, "store", "not an s3:// URI");
+  std::string local = replace_once(small_app(), "uri = \"s3://moerl-example-artifacts/runs/small\"", "uri = \"./runs\"");
+  expect_error(small_infra(), local, "store.uri", "not an s3:// URI");
 }
 
 TEST(Infra, EfaNodeGroupSpanningTwoZones) {

@@ -1,6 +1,7 @@
 // Shared pod-spec pieces for the trainer, the rollout workers and Redis.
 #include "deploy/pod_spec.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace moerl::deploy {
@@ -112,7 +113,17 @@ Json role_env(const InfraConfig& infra, bool efa) {
 Json role_command(const InfraConfig& infra, const std::string& role) {
   // tini is PID 1: it forwards SIGTERM to moerl (-g: to its process group) and reaps zombies,
   // so the runtime's drain handler sees the signal Kubernetes sends.
-  return Json::array({"tini", "-g", "--", "moerl", role, kAppPath, "--set", "runtime.queue=" + redis_url(infra)});
+  Json argv = Json::array({"tini", "-g", "--", "moerl", role, kAppPath, "--set", "runtime.queue_url=" + redis_url(infra)});
+  if (role == "rollout") {
+    argv.push_back("--set");
+    argv.push_back("runtime.drain_seconds=" + std::to_string(drain_seconds(infra)));
+  }
+  return argv;
+}
+
+int64_t drain_seconds(const InfraConfig& infra) {
+  // SIGKILL follows SIGTERM after the grace period; leave 15 s for hand-back, flush and exit.
+  return std::max<int64_t>(5, infra.grace_seconds - 15);
 }
 
 Json security_context(bool ipc_lock) {

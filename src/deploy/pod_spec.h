@@ -37,8 +37,10 @@ Json volume_mounts(bool with_shm);
 std::string redis_url(const InfraConfig& infra);
 // Environment shared by the GPU roles (region, redis password, libfabric provider, logging).
 Json role_env(const InfraConfig& infra, bool efa);
-// ["tini", "-g", "--", "moerl", ROLE, kAppPath, "--set", "runtime.queue=..."]
+// ["tini", "-g", "--", "moerl", ROLE, kAppPath, "--set", "runtime.queue_url=...", ...]; rollout
+// workers also get runtime.drain_seconds so the drain ends inside the grace period.
 Json role_command(const InfraConfig& infra, const std::string& role);
+int64_t drain_seconds(const InfraConfig& infra);
 Json security_context(bool ipc_lock);
 
 }  // namespace moerl::deploy

@@ -261,7 +261,7 @@ TEST(RehearsePlan, ReadsBackTheRolesCommandsAndEnvFromTheYaml) {
     replicas[role["name"]] += role["replicas"].get<int64_t>();
     EXPECT_EQ(role["argv"][0], "moerl");
     EXPECT_EQ(role["argv"][1], role["name"]);
-    EXPECT_EQ(role["argv"][4], "runtime.queue=redis://:test-password@moerl-redis.moerl-small.svc.cluster.local:6379/0");
+    EXPECT_EQ(role["argv"][4], "runtime.queue_url=redis://:test-password@moerl-redis.moerl-small.svc.cluster.local:6379/0");
     EXPECT_EQ(role["env"]["MOERL_REDIS_PASSWORD"], "test-password");
     EXPECT_EQ(role["env"]["AWS_REGION"], "us-east-2");
   }
