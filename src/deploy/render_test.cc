@@ -95,6 +95,8 @@ TEST(Render, RolloutOnSpotWithDrainBudgetAndBounds) {
   EXPECT_EQ(pod["nodeSelector"][kNodeGroupLabel], "rollout");
   EXPECT_EQ(pod["containers"][0]["command"][0], "tini");
   EXPECT_EQ(pod["containers"][0]["command"][4], "rollout");
+  // The runtime's drain must end before SIGKILL: drain deadline = grace period - 15 s.
+  EXPECT_EQ(pod["containers"][0]["command"].back(), "runtime.drain_seconds=75");
   EXPECT_EQ(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "8");
   EXPECT_EQ(objs[1]["kind"], "PodDisruptionBudget");
   EXPECT_EQ(objs[1]["spec"]["maxUnavailable"], 8);
