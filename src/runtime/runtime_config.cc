@@ -9,6 +9,7 @@ namespace moerl::runtime {
 
 RuntimeConfig RuntimeConfig::from_config(ConfigTable t) {
   RuntimeConfig c;
+  c.mode = t.choice("mode", "sync", {"sync", "async"}) == "sync" ? RunMode::kSync : RunMode::kAsync;
   c.queue_url = t.string("queue_url", c.queue_url);
   c.ns = t.string("namespace", c.ns);
   c.lease_seconds = t.number("lease_seconds", c.lease_seconds, {.min = 0.05, .max = 86400});
@@ -51,7 +52,8 @@ BackendKind RuntimeConfig::backend() const {
 }
 
 nlohmann::json RuntimeConfig::to_json() const {
-  return {{"queue_url", backend() == BackendKind::kRedis ? parse_redis_url(queue_url).to_string() : queue_url},
+  return {{"mode", mode == RunMode::kSync ? "sync" : "async"},
+          {"queue_url", backend() == BackendKind::kRedis ? parse_redis_url(queue_url).to_string() : queue_url},
           {"namespace", ns},
           {"lease_seconds", lease_seconds},
           {"renew_seconds", renew_seconds},

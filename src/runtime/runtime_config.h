@@ -2,6 +2,7 @@
 // weight registry it names. Same config for every role (trainer, rollout, train --mode async).
 //
 //   [runtime]
+//   mode = "async"                          # or "sync" (default)
 //   queue_url = "redis://127.0.0.1:6379/0"   # or "inprocess" (default)
 //   namespace = "job42"
 //   lease_seconds = 60
@@ -30,8 +31,11 @@
 namespace moerl::runtime {
 
 enum class BackendKind { kInProcess, kRedis };
+// sync: generate then train, alternating (the baseline); async: disaggregated roles.
+enum class RunMode { kSync, kAsync };
 
 struct RuntimeConfig {
+  RunMode mode = RunMode::kSync;   // "mode" in TOML: "sync" | "async"
   std::string queue_url = "inprocess";
   std::string ns = "moerl";          // key namespace in Redis ("namespace" in TOML)
   double lease_seconds = 60;

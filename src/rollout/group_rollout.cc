@@ -1,0 +1,113 @@
+#include "rollout/group_rollout.h"
+
+#include <chrono>
+
+#include "base/check.h"
+#include "base/deadline.h"
+#include "model/generate.h"
+
+namespace moerl::rollout {
+
+namespace {
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+runtime::TaskUnit make_task_unit(const tasks::TaskItem& item, const model::Tokenizer& tok,
+                                 uint32_t group_size, uint64_t cursor) {
+  runtime::TaskUnit u;
+  u.task_id = item.id;
+  u.group_size = group_size;
+  for (int64_t id : tok.encode(item.prompt, /*add_bos=*/true)) u.prompt_ids.push_back(static_cast<int32_t>(id));
+  u.prompt_text = item.prompt;
+  u.reference = item.answer;
+  u.created_unix_ms = unix_ms();
+  u.cursor = cursor;
+  return u;
+}
+
+std::string completion_text(const model::Tokenizer& tok, const std::vector<int64_t>& tokens) {
+  std::vector<int64_t> body;
+  for (int64_t t : tokens) {
+    if (t == tok.eos_id()) break;
+    body.push_back(t);
+  }
+  return tok.decode(body);
+}
+
+GroupRollout::GroupRollout(model::Model& policy, const model::Tokenizer& tokenizer,
+                           tasks::RewardFn& reward, RolloutConfig cfg, std::string worker_id)
+    : policy_(policy), tokenizer_(tokenizer), reward_(reward), cfg_(cfg), worker_id_(std::move(worker_id)) {
+  cfg_.sampling.validate();
+}
+
+std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runtime::TaskUnit>& units,
+                                                         uint64_t seed, uint64_t version) {
+  int64_t leased = unix_ms();
+  std::vector<std::vector<int64_t>> prompts;
+  for (const auto& u : units) {
+    std::vector<int64_t> ids(u.prompt_ids.begin(), u.prompt_ids.end());
+    if (ids.empty()) ids = tokenizer_.encode(u.prompt_text, /*add_bos=*/true);
+    for (uint32_t g = 0; g < u.group_size; ++g) prompts.push_back(ids);
+  }
+  model::GenerateConfig gc;
+  gc.max_new_tokens = cfg_.max_new_tokens;
+  gc.sampling = cfg_.sampling;
+  gc.seed = seed;
+  gc.eos_ids = {tokenizer_.eos_id()};
+  gc.pad_id = tokenizer_.pad_id();
+  double t0 = now_seconds();
+  std::vector<model::Generation> gens = model::generate(policy_, prompts, gc);
+  double gen_s = now_seconds() - t0;
+
+  std::vector<tasks::TaskItem> items;
+  std::vector<std::string> completions;
+  size_t row = 0;
+  for (const auto& u : units) {
+    for (uint32_t g = 0; g < u.group_size; ++g, ++row) {
+      items.push_back({u.task_id, u.prompt_text, u.reference});
+      completions.push_back(completion_text(tokenizer_, gens[row].tokens));
+    }
+  }
+  double t1 = now_seconds();
+  std::vector<double> rewards = reward_.score(items, completions);
+  double reward_s = now_seconds() - t1;
+  MOERL_CHECK_EQ(rewards.size(), gens.size());
+
+  std::vector<runtime::ExperienceRecord> out;
+  row = 0;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const runtime::TaskUnit& u = units[i];
+    runtime::ExperienceRecord r;
+    r.task_id = u.task_id;
+    r.attempt = u.attempt;
+    r.worker_id = worker_id_;
+    r.cursor = u.cursor;
+    r.leased_unix_ms = leased;
+    r.generate_seconds = gen_s * u.group_size / std::max<size_t>(1, gens.size());
+    r.reward_seconds = reward_s * u.group_size / std::max<size_t>(1, gens.size());
+    for (uint32_t g = 0; g < u.group_size; ++g, ++row) {
+      const model::Generation& gen = gens[row];
+      runtime::Sample s;
+      s.prompt_tokens.assign(prompts[row].begin(), prompts[row].end());
+      s.response_tokens.assign(gen.tokens.begin(), gen.tokens.end());
+      s.behaviour_logprobs = gen.logprobs;
+      s.reward = static_cast<float>(rewards[row]);
+      s.version_spans = {{0, version}};
+      s.finish_reason = gen.finish == model::FinishReason::kEos ? runtime::FinishReason::kStop
+                                                                 : runtime::FinishReason::kLength;
+      s.generate_seconds = r.generate_seconds / u.group_size;
+      r.samples.push_back(std::move(s));
+    }
+    r.finished_unix_ms = unix_ms();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace moerl::rollout

@@ -1,0 +1,93 @@
+#include "train/adamw.h"
+
+#include <cmath>
+
+#include "base/check.h"
+#include "base/error.h"
+
+namespace moerl::train {
+
+AdamW::AdamW(std::map<std::string, at::Tensor> params, AdamWConfig cfg)
+    : params_(std::move(params)), cfg_(cfg) {
+  for (const auto& [name, p] : params_) {
+    exp_avg_[name] = at::zeros_like(p, at::TensorOptions().dtype(at::kFloat));
+    exp_avg_sq_[name] = at::zeros_like(p, at::TensorOptions().dtype(at::kFloat));
+  }
+}
+
+double AdamW::clip_grad_norm(double max_norm) {
+  at::NoGradGuard no_grad;
+  double total_sq = 0.0;
+  for (auto& [name, p] : params_) {
+    const at::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    total_sq += g.to(at::kDouble).pow(2).sum().item<double>();
+  }
+  double norm = std::sqrt(total_sq);
+  if (max_norm > 0 && norm > max_norm) {
+    double scale = max_norm / (norm + 1e-6);
+    for (auto& [name, p] : params_) {
+      if (p.grad().defined()) p.mutable_grad().mul_(scale);
+    }
+  }
+  return norm;
+}
+
+void AdamW::step(double lr) {
+  at::NoGradGuard no_grad;
+  ++step_;
+  double bc1 = 1.0 - std::pow(cfg_.beta1, static_cast<double>(step_));
+  double bc2 = 1.0 - std::pow(cfg_.beta2, static_cast<double>(step_));
+  for (auto& [name, p] : params_) {
+    const at::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    at::Tensor g32 = g.to(at::kFloat);
+    at::Tensor& m = exp_avg_[name];
+    at::Tensor& v = exp_avg_sq_[name];
+    m.mul_(cfg_.beta1).add_(g32, 1.0 - cfg_.beta1);
+    v.mul_(cfg_.beta2).addcmul_(g32, g32, 1.0 - cfg_.beta2);
+    at::Tensor denom = (v / bc2).sqrt_().add_(cfg_.eps);
+    at::Tensor update = (m / bc1) / denom;
+    if (cfg_.weight_decay > 0) p.mul_(1.0 - lr * cfg_.weight_decay);
+    p.sub_(update.to(p.scalar_type()), lr);
+  }
+}
+
+void AdamW::zero_grad() {
+  for (auto& [name, p] : params_) {
+    if (p.grad().defined()) {
+      p.mutable_grad().detach_();
+      p.mutable_grad().zero_();
+    }
+  }
+}
+
+std::map<std::string, at::Tensor> AdamW::state() const {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, m] : exp_avg_) out["exp_avg." + name] = m;
+  for (const auto& [name, v] : exp_avg_sq_) out["exp_avg_sq." + name] = v;
+  out["step"] = at::full({1}, step_, at::kLong);
+  return out;
+}
+
+void AdamW::load_state(const std::map<std::string, at::Tensor>& state) {
+  auto get = [&](const std::string& key, const at::Tensor& like) {
+    auto it = state.find(key);
+    if (it == state.end()) {
+      throw Error("optimizer state: missing tensor '" + key + "'",
+                  "the checkpoint's optimizer file does not match this model; start without --resume");
+    }
+    if (!it->second.sizes().equals(like.sizes())) {
+      throw Error("optimizer state: '" + key + "' has the wrong shape",
+                  "the checkpoint was written for another model configuration");
+    }
+    return it->second.to(at::kFloat).clone();
+  };
+  for (auto& [name, m] : exp_avg_) m = get("exp_avg." + name, m);
+  for (auto& [name, v] : exp_avg_sq_) v = get("exp_avg_sq." + name, v);
+  auto it = state.find("step");
+  if (it == state.end()) throw Error("optimizer state: missing 'step'", "the checkpoint is incomplete");
+  step_ = it->second.item<int64_t>();
+}
+
+}  // namespace moerl::train

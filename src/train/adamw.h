@@ -1,0 +1,48 @@
+// AdamW over a named parameter map (the model's HF-named leaves), with global-norm
+// gradient clipping. State (moments, step) is plain named tensors so checkpoints store
+// it as safetensors and resume bit for bit.
+//
+//   AdamW opt(params, {.lr = 1e-3, .weight_decay = 0.01});
+//   loss.backward(); double norm = opt.clip_grad_norm(1.0); opt.step(lr); opt.zero_grad();
+// Not thread-safe. Parameters must outlive the optimizer (tensors share storage).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+
+namespace moerl::train {
+
+struct AdamWConfig {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+class AdamW {
+ public:
+  AdamW(std::map<std::string, at::Tensor> params, AdamWConfig cfg);
+
+  // Scales all gradients so their global L2 norm is at most max_norm (<= 0: no clip).
+  // Returns the norm before clipping. Parameters without a gradient are skipped.
+  double clip_grad_norm(double max_norm);
+  void step(double lr);
+  void zero_grad();
+  int64_t num_steps() const { return step_; }
+
+  // Named state for checkpoints: "exp_avg.<param>", "exp_avg_sq.<param>", "step" ([1] int64).
+  std::map<std::string, at::Tensor> state() const;
+  void load_state(const std::map<std::string, at::Tensor>& state);
+
+ private:
+  std::map<std::string, at::Tensor> params_;
+  std::map<std::string, at::Tensor> exp_avg_;
+  std::map<std::string, at::Tensor> exp_avg_sq_;
+  AdamWConfig cfg_;
+  int64_t step_ = 0;
+};
+
+}  // namespace moerl::train

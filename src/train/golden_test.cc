@@ -1,0 +1,113 @@
+// Golden run: a tiny job with a fixed seed must reproduce the committed loss curve bit for
+// bit (tests/golden/train_tiny.jsonl), and a run stopped mid-way and resumed from its
+// checkpoint must reproduce the rest of it. MOERL_UPDATE_GOLDEN=1 rewrites the file after
+// a deliberate change of the numerics (say so in the commit).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "base/jsonl.h"
+#include "train/job.h"
+
+namespace moerl::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kTinyJob = R"(
+[model]
+init = "random"
+hidden_size = 32
+num_hidden_layers = 1
+num_attention_heads = 2
+num_key_value_heads = 1
+num_experts = 4
+num_experts_per_tok = 2
+moe_intermediate_size = 32
+max_position_embeddings = 32
+seed = 3
+[task]
+name = "addition"
+digits = 1
+seed = 5
+[algorithm]
+algorithm = "grpo"
+group_size = 4
+eps_high = 0.28
+[rollout]
+prompts_per_step = 4
+max_new_tokens = 3
+[train]
+sft_steps = 4
+sft_batch_size = 16
+steps = 6
+lr = 1e-3
+warmup_steps = 2
+micro_batch_size = 8
+eval_prompts = 16
+keep_checkpoints = 4
+seed = 11
+threads = 1
+)";
+
+std::string source_dir() {
+  const char* d = std::getenv("MOERL_SOURCE_DIR");
+  return d ? d : ".";
+}
+
+// (phase, step, loss) rows of a run's metrics.jsonl, loss as written (full precision).
+std::vector<nlohmann::json> curve(const fs::path& run_dir) {
+  std::vector<nlohmann::json> out;
+  for (const auto& row : metrics::read_jsonl((run_dir / "metrics.jsonl").string())) {
+    nlohmann::json r = {{"phase", row["phase"]}, {"loss", row["loss"]}};
+    r["step"] = row.contains("step") ? row["step"] : row["sft_step"];
+    if (row.contains("reward")) r["reward"] = row["reward"];
+    out.push_back(r);
+  }
+  return out;
+}
+
+nlohmann::json run(const fs::path& dir, int64_t stop_after) {
+  JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
+  JobOptions o;
+  o.run_dir = dir.string();
+  o.plot = false;
+  o.stop_after_rl_steps = stop_after;
+  return run_job(cfg, o);
+}
+
+TEST(Golden, TinyRunReproducesCommittedCurveAndResumes) {
+  fs::path base = fs::temp_directory_path() / ("moerl-golden-" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  nlohmann::json summary = run(base / "full", 0);
+  std::vector<nlohmann::json> full = curve(base / "full");
+  ASSERT_EQ(full.size(), 10u);  // 4 SFT + 6 RL rows
+  EXPECT_EQ(summary["steps"]["rl"], 6);
+
+  fs::path golden = fs::path(source_dir()) / "tests/golden/train_tiny.jsonl";
+  if (std::getenv("MOERL_UPDATE_GOLDEN")) {
+    std::ofstream out(golden, std::ios::trunc);
+    for (const auto& r : full) out << r.dump() << "\n";
+  }
+  std::vector<nlohmann::json> expected = metrics::read_jsonl(golden.string());
+  ASSERT_EQ(expected.size(), full.size()) << golden;
+  for (size_t i = 0; i < full.size(); ++i) {
+    EXPECT_EQ(full[i], expected[i]) << "row " << i << " differs from the committed golden curve";
+  }
+
+  // Stop after RL step 3 (checkpointed), then resume in the same dir: steps 4..6 identical.
+  nlohmann::json stopped = run(base / "resumed", 3);
+  EXPECT_EQ(stopped["stopped_at_rl_step"], 3);
+  run(base / "resumed", 0);
+  std::vector<nlohmann::json> resumed = curve(base / "resumed");
+  ASSERT_EQ(resumed.size(), full.size());
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(resumed[i], full[i]) << "row " << i << " after resume";
+  fs::remove_all(base);
+}
+
+}  // namespace
+}  // namespace moerl::train

@@ -1,0 +1,123 @@
+#include "train/job_config.h"
+
+#include "base/error.h"
+#include "tasks/registry.h"
+
+namespace moerl::train {
+
+namespace {
+
+constexpr double kBig = 1e12;
+
+ModelSection read_model(ConfigTable t) {
+  ModelSection m;
+  m.init = t.string("init", "random");
+  m.seed = static_cast<uint64_t>(t.integer("seed", 0, {0, kBig}));
+  io::HfConfig& a = m.arch;
+  a.model_type = t.choice("arch", "qwen3_moe", {"qwen3_moe", "mixtral"});
+  a.hidden_size = t.integer("hidden_size", 64, {8, 65536});
+  a.num_hidden_layers = t.integer("num_hidden_layers", 2, {1, 1024});
+  a.num_attention_heads = t.integer("num_attention_heads", 4, {1, 1024});
+  a.num_key_value_heads = t.integer("num_key_value_heads", 2, {1, 1024});
+  a.head_dim = t.integer("head_dim", a.hidden_size / a.num_attention_heads, {1, 4096});
+  a.num_experts = t.integer("num_experts", 8, {1, 4096});
+  a.num_experts_per_tok = t.integer("num_experts_per_tok", 2, {1, 64});
+  a.moe_intermediate_size = t.integer("moe_intermediate_size", 64, {1, 1 << 20});
+  a.intermediate_size = t.integer("intermediate_size",
+                                  a.model_type == "mixtral" ? a.moe_intermediate_size : 4 * a.hidden_size,
+                                  {1, 1 << 20});
+  if (a.model_type == "mixtral") a.moe_intermediate_size = a.intermediate_size;
+  a.norm_topk_prob = t.boolean("norm_topk_prob", true);
+  a.mlp_only_layers = t.integers("mlp_only_layers", {});
+  a.tie_word_embeddings = t.boolean("tie_word_embeddings", false);
+  a.rope_theta = t.number("rope_theta", 10000.0, {1, 1e9});
+  a.max_position_embeddings = t.integer("max_position_embeddings", 256, {8, 1 << 24});
+  a.rms_norm_eps = t.number("rms_norm_eps", 1e-6, {0, 1});
+  t.done();
+  return m;
+}
+
+RolloutSection read_rollout(ConfigTable t) {
+  RolloutSection r;
+  r.prompts_per_step = t.integer("prompts_per_step", 16, {1, 1e6});
+  r.gen.max_new_tokens = t.integer("max_new_tokens", 16, {1, 1e6});
+  r.gen.sampling.temperature = t.number("temperature", 1.0, {1e-3, 100});
+  r.gen.sampling.top_p = t.number("top_p", 1.0, {1e-6, 1});
+  r.gen.sampling.top_k = t.integer("top_k", 0, {0, 1e9});
+  r.num_workers = t.integer("num_workers", 2, {1, 4096});
+  t.done();
+  return r;
+}
+
+TrainSection read_train(ConfigTable t, int64_t max_new_tokens) {
+  TrainSection s;
+  s.steps = t.integer("steps", 100, {0, 1e9});
+  s.sft_steps = t.integer("sft_steps", 0, {0, 1e9});
+  s.sft_batch_size = t.integer("sft_batch_size", 64, {1, 1e6});
+  s.sft_lr = t.number("sft_lr", 3e-3, {0, 10});
+  s.eval_prompts = t.integer("eval_prompts", 200, {1, 1e7});
+  s.eval_every = t.integer("eval_every", 0, {0, 1e9});
+  s.checkpoint_every = t.integer("checkpoint_every", 0, {0, 1e9});
+  s.keep_checkpoints = t.integer("keep_checkpoints", 2, {1, 1e6});
+  s.seed = static_cast<uint64_t>(t.integer("seed", 0, {0, kBig}));
+  s.threads = t.integer("threads", 0, {0, 1024});
+  TrainerConfig& c = s.trainer;
+  c.adamw.lr = t.number("lr", 1e-3, {0, 10});
+  c.adamw.beta1 = t.number("beta1", 0.9, {0, 0.999999});
+  c.adamw.beta2 = t.number("beta2", 0.999, {0, 0.999999});
+  c.adamw.weight_decay = t.number("weight_decay", 0.0, {0, 10});
+  c.max_grad_norm = t.number("max_grad_norm", 1.0, {0, 1e9});
+  c.micro_batch_size = t.integer("micro_batch_size", 64, {1, 1e7});
+  c.ppo_epochs = t.integer("ppo_epochs", 1, {1, 1000});
+  c.schedule.lr = c.adamw.lr;
+  c.schedule.warmup_steps = t.integer("warmup_steps", 0, {0, 1e9});
+  c.schedule.total_steps = std::max<int64_t>(1, s.steps);
+  c.schedule.min_lr_ratio = t.number("min_lr_ratio", 0.1, {0, 1});
+  c.schedule.kind = t.choice("lr_schedule", "cosine", {"cosine", "constant"}) == "cosine"
+                        ? LrSchedule::Kind::kCosine
+                        : LrSchedule::Kind::kConstant;
+  c.max_new_tokens = max_new_tokens;
+  t.done();
+  return s;
+}
+
+}  // namespace
+
+JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse(ConfigDoc::load(path, overrides));
+}
+
+JobConfig JobConfig::parse(ConfigDoc doc) {
+  JobConfig j;
+  ConfigTable root = doc.root();
+  j.model = read_model(root.table("model"));
+  j.rollout = read_rollout(root.table("rollout"));
+  j.train = read_train(root.table("train"), j.rollout.gen.max_new_tokens);
+  j.runtime = runtime::RuntimeConfig::from_config(root.table("runtime"));
+  ConfigTable algo = root.table("algorithm");
+  j.loss = rl::read_loss_config(algo);
+  algo.done();
+  j.train.trainer.loss = j.loss;
+  ConfigTable task = root.table("task");
+  j.task = tasks::make_task(task);
+  j.reward = tasks::make_reward_fn(task, j.task);
+  task.done();
+  ConfigTable store = root.table("store");
+  j.store_uri = store.string("uri", "");
+  store.done();
+  ConfigTable ep = root.table("ep");
+  j.ep_size = ep.integer("size", 1, {1, 4096});
+  j.ep_backend = ep.choice("backend", "loopback", {"loopback", "fabric", "alltoall"});
+  ep.done();
+  root.done();
+  if (j.model.arch.num_experts % j.ep_size != 0) {
+    throw Error("config: ep.size=" + std::to_string(j.ep_size) + " must divide model.num_experts=" +
+                    std::to_string(j.model.arch.num_experts),
+                "choose an ep.size that divides the expert count");
+  }
+  if (j.loss.group_size < 1) throw Error("config: algorithm.group_size must be >= 1", "use e.g. 8");
+  j.effective_toml = doc.to_toml();
+  return j;
+}
+
+}  // namespace moerl::train

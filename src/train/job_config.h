@@ -1,0 +1,71 @@
+// The `moerl train` job config: every section of the TOML file, read and validated in one
+// place. Sections owned by other parts are read by their own readers (rl::read_loss_config
+// for [algorithm], tasks::make_task for [task]); this file owns [model], [rollout],
+// [train], [runtime], [store], [ep] and rejects unknown keys in all of them.
+//
+//   JobConfig job = JobConfig::load("examples/demo.toml", {"train.steps=10"});
+//   job.train.steps, job.rollout.prompts_per_step, job.loss.eps_high, ...
+//   std::shared_ptr<const tasks::Task> t = job.task;  // built from [task]
+// Errors: moerl::Error naming the key (e.g. "config: train.steps = -1 is outside [0, ...]").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/config.h"
+#include "io/hf_config.h"
+#include "rl/loss_config.h"
+#include "rollout/group_rollout.h"
+#include "runtime/runtime_config.h"
+#include "tasks/reward_fn.h"
+#include "tasks/task.h"
+#include "train/policy_trainer.h"
+
+namespace moerl::train {
+
+struct ModelSection {
+  std::string init = "random";  // "random" or a directory with config.json + safetensors
+  io::HfConfig arch;            // for init = "random" (vocab size comes from the tokenizer)
+  uint64_t seed = 0;
+};
+
+struct RolloutSection {
+  int64_t prompts_per_step = 16;  // prompt groups per training step
+  rollout::RolloutConfig gen;
+  int64_t num_workers = 2;        // async mode: rollout workers started by `moerl train`
+};
+
+struct TrainSection {
+  int64_t steps = 100;            // RL steps
+  int64_t sft_steps = 0;          // supervised warm-start steps before RL
+  int64_t sft_batch_size = 64;
+  double sft_lr = 3e-3;
+  int64_t eval_prompts = 200;
+  int64_t eval_every = 0;         // 0: only after SFT and at the end
+  int64_t checkpoint_every = 0;   // 0: only at the end
+  int64_t keep_checkpoints = 2;
+  uint64_t seed = 0;
+  int64_t threads = 0;            // intra-op threads; 0 = leave libtorch's default
+  TrainerConfig trainer;
+};
+
+struct JobConfig {
+  ModelSection model;
+  RolloutSection rollout;
+  TrainSection train;
+  runtime::RuntimeConfig runtime;  // [runtime], read by runtime::RuntimeConfig::from_config
+  rl::LossConfig loss;  // [algorithm]
+  std::string store_uri;  // [store] uri; "" = <run dir>/store
+  int64_t ep_size = 1;
+  std::string ep_backend = "loopback";
+  std::shared_ptr<const tasks::Task> task;
+  std::shared_ptr<tasks::RewardFn> reward;
+  std::string effective_toml;  // the config with overrides applied (written to the run dir)
+
+  static JobConfig load(const std::string& path, const std::vector<std::string>& overrides);
+  static JobConfig parse(ConfigDoc doc);
+};
+
+}  // namespace moerl::train

@@ -1,0 +1,76 @@
+// One optimisation step of the RL objective on a batch of experience: packs the samples,
+// computes advantages (group-relative, or GAE with a value head on the policy trunk),
+// recomputes old/reference logprobs where the objective needs them, then runs micro-batches
+// with losses normalised over the global batch, clips and applies AdamW. Also the
+// supervised (SFT) step used for warm starts.
+//
+//   PolicyTrainer t(policy, /*reference=*/nullptr, cfg);
+//   StepStats s = t.train_step(records);    // records: one prompt group each
+//   StepStats w = t.sft_step(samples);      // response = reference answer
+// Not thread-safe; owns the optimizer and value head, borrows the models.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "rl/loss_config.h"
+#include "runtime/records.h"
+#include "train/adamw.h"
+#include "train/packed_batch.h"
+#include "train/schedule.h"
+
+namespace moerl::train {
+
+struct TrainerConfig {
+  AdamWConfig adamw;
+  LrSchedule schedule;
+  double max_grad_norm = 1.0;
+  int64_t micro_batch_size = 64;  // rows per forward/backward
+  int64_t ppo_epochs = 1;         // optimizer steps per batch of experience
+  int64_t max_new_tokens = 16;    // L_max of seq-mean-token-sum-norm
+  rl::LossConfig loss;
+};
+
+struct StepStats {
+  double loss = 0, pg_loss = 0, value_loss = 0, kl = 0, entropy = 0, aux_loss = 0;
+  double clip_frac = 0, approx_kl = 0, behav_weight = 0, grad_norm = 0, lr = 0;
+  double reward_mean = 0, reward_std = 0, response_len = 0;
+  int64_t num_samples = 0, num_tokens = 0;  // response tokens trained on
+  double seconds = 0;
+};
+
+class PolicyTrainer {
+ public:
+  PolicyTrainer(model::Model& policy, model::Model* reference, TrainerConfig cfg, int64_t pad_id);
+
+  StepStats train_step(const std::vector<runtime::ExperienceRecord>& records);
+  StepStats sft_step(const std::vector<runtime::Sample>& samples, double lr);
+
+  int64_t step() const { return step_; }
+  void set_step(int64_t step) { step_ = step; }
+  const TrainerConfig& config() const { return cfg_; }
+  AdamW& optimizer() { return *opt_; }
+  // Value head (PPO critic on the policy trunk): "value_head.weight" [1,H], "value_head.bias" [1].
+  std::map<std::string, at::Tensor> value_head() const;
+  void load_value_head(const std::map<std::string, at::Tensor>& tensors);
+
+ private:
+  at::Tensor advantages(const PackedBatch& b, const at::Tensor& old_values_BT,
+                        const at::Tensor& ref_logp_BT, const at::Tensor& old_logp_BT, int64_t group_size);
+
+  model::Model& policy_;
+  model::Model* reference_;
+  TrainerConfig cfg_;
+  int64_t pad_id_;
+  at::Tensor value_w_1H_, value_b_1;
+  at::Tensor returns_BT_;  // GAE returns of the batch in flight (critic only)
+  std::unique_ptr<AdamW> opt_;
+  int64_t step_ = 0;
+};
+
+}  // namespace moerl::train
