@@ -3,12 +3,12 @@
 # 127.0.0.1) and runs `moerl bench store` against it: a 1 GiB object up and down with moerl
 # and with `aws s3 cp`, same server, same run. Extra arguments go to `moerl bench store`.
 #
-#   scripts/bench-store.sh [BUILD_DIR] [--size-mib 1024] [--repeats 1] [--json]
+#   scripts/bench-store.sh [BUILD_DIR] [--size-mib 1024] [--repeats 1] [--json]   (MOERL=path overrides the binary)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=build
 if [ $# -gt 0 ] && [ -d "$1" ]; then build=$1; shift; fi
-moerl="$build/src/cli/moerl"
+moerl="${MOERL:-$build/src/cli/moerl}"
 [ -x "$moerl" ] || moerl="$build/moerl"
 [ -x "$moerl" ] || { echo "bench-store: no moerl binary under $build (build it first: make build)" >&2; exit 2; }
 [ -d "$here/tools/s3/node_modules/@20minutes/s3rver" ] || { echo "bench-store: run scripts/install-deps.sh first (npm ci in tools/s3)" >&2; exit 2; }

@@ -164,10 +164,13 @@ CommitReader CommitReader::open(ObjectStore& store, const std::string& prefix_in
                 ErrorCode::kNotFound);
   }
   Manifest m = Manifest::parse(text, store.uri() + "/" + key);
-  if (m.prefix != prefix) {
-    throw Error("manifest " + store.uri() + "/" + key + " describes prefix '" + m.prefix + "'",
-                "commits cannot be moved by copying the manifest alone; copy the whole prefix and recommit",
-                ErrorCode::kIo);
+  // A commit may move as a whole (its names are relative), but a manifest copied into
+  // another commit's directory is refused: the last segment (NAME) must match.
+  auto last = [](const std::string& p) { return p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1); };
+  if (last(m.prefix) != last(prefix)) {
+    throw Error("manifest " + store.uri() + "/" + key + " was written for '" + m.prefix + "', not for a commit named '" +
+                    last(prefix) + "'",
+                "copy whole commit prefixes (moerl store cp -r), never a manifest alone", ErrorCode::kIo);
   }
   if (verify == Verify::kSizes) {
     for (const auto& e : m.objects) {
@@ -179,7 +182,7 @@ CommitReader CommitReader::open(ObjectStore& store, const std::string& prefix_in
       }
     }
   }
-  return CommitReader(store, std::move(m));
+  return CommitReader(store, prefix, std::move(m));
 }
 
 std::vector<std::string> list_commits(ObjectStore& store, const std::string& root) {

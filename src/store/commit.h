@@ -95,7 +95,8 @@ class CommitReader {
   static std::optional<CommitReader> latest(ObjectStore& store, const std::string& root);
 
   const Manifest& manifest() const { return manifest_; }
-  const std::string& prefix() const { return manifest_.prefix; }
+  // Where the commit is read from (manifest().prefix is where it was written).
+  const std::string& prefix() const { return prefix_; }
   bool has(const std::string& name) const { return manifest_.find(name) != nullptr; }
   std::vector<std::string> names() const;
   // Both verify size and sha256 against the manifest; get_file removes path on a mismatch.
@@ -103,10 +104,12 @@ class CommitReader {
   void get_file(const std::string& name, const std::string& path);
 
  private:
-  CommitReader(ObjectStore& store, Manifest manifest) : store_(&store), manifest_(std::move(manifest)) {}
+  CommitReader(ObjectStore& store, std::string prefix, Manifest manifest)
+      : store_(&store), prefix_(std::move(prefix)), manifest_(std::move(manifest)) {}
   const CommitEntry& entry(const std::string& name) const;
 
   ObjectStore* store_;
+  std::string prefix_;
   Manifest manifest_;
 };
 

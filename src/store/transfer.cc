@@ -28,6 +28,11 @@ Location locate(const std::string& uri, const StoreOptions& options) {
   } else if (uri.rfind("memory://", 0) == 0) {
     split(9);
   } else {
+    size_t scheme = uri.find("://");
+    if (scheme != std::string::npos && uri.rfind("file://", 0) != 0 && uri.find('/') > scheme) {
+      throw Error("'" + uri + "' has an unknown scheme '" + uri.substr(0, scheme) + "'",
+                  "use a local path, file:///path, s3://bucket/key or memory://name/key");
+    }
     std::string path = uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
     if (path.empty()) throw Error("empty path", "give a file or directory path");
     bool dir_hint = path.back() == '/';
