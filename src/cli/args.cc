@@ -105,6 +105,13 @@ std::string Args::positional(size_t i, const std::string& what) {
   return *v;
 }
 
+std::vector<std::string> Args::unused() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    if (!used_[i]) out.push_back(tokens_[i]);
+  return out;
+}
+
 void Args::finish() {
   auto p = positionals();
   for (size_t i = 0; i < tokens_.size(); ++i) {

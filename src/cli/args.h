@@ -33,6 +33,9 @@ class Args {
   std::string positional(size_t i, const std::string& what);
   std::optional<std::string> optional_positional(size_t i);
   const std::vector<std::string>& rest() const { return rest_; }
+  // Tokens no flag or positional has claimed, in order (for commands that pass a
+  // command line through, like `launch` and `bench`).
+  std::vector<std::string> unused() const;
   void finish();
   const std::string& command() const { return command_; }
 

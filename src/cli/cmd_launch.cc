@@ -1,0 +1,224 @@
+// `moerl launch -n N [--] CMD ...`: starts N local ranks of CMD (torchrun-like) with
+// MASTER_ADDR=127.0.0.1, a free MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK; prefixes each
+// output line with "[rank i] ", forwards SIGINT/SIGTERM, and when one rank fails stops
+// the others and exits with that rank's status. CMD "moerl" runs this very binary.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/env.h"
+#include "base/error.h"
+#include "cli/command.h"
+
+namespace moerl::cli {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    throw Error("moerl launch: cannot bind a loopback port", "pass --port P", ErrorCode::kIo);
+  }
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One output stream of one rank: bytes read so far that do not end a line yet.
+struct Stream {
+  int fd = -1;
+  int rank = 0;
+  FILE* out = nullptr;
+  std::string partial;
+};
+
+void emit(Stream& s, bool prefix, bool flush_partial) {
+  size_t start = 0, nl;
+  while ((nl = s.partial.find('\n', start)) != std::string::npos) {
+    if (prefix) std::fprintf(s.out, "[rank %d] ", s.rank);
+    std::fwrite(s.partial.data() + start, 1, nl - start + 1, s.out);
+    start = nl + 1;
+  }
+  s.partial.erase(0, start);
+  if (flush_partial && !s.partial.empty()) {
+    if (prefix) std::fprintf(s.out, "[rank %d] ", s.rank);
+    std::fprintf(s.out, "%s\n", s.partial.c_str());
+    s.partial.clear();
+  }
+  std::fflush(s.out);
+}
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = true;
+  int status = 0;  // exit code, or 128 + signal
+};
+
+pid_t spawn(const std::vector<std::string>& cmd, int rank, int n, int port, int out_fd, int err_fd) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  setpgid(0, 0);  // own group: the launcher alone decides which signals reach the rank
+  dup2(out_fd, 1);
+  dup2(err_fd, 2);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  // One machine: libfabric's socket providers bind to loopback unless told otherwise.
+  setenv("FI_TCP_IFACE", "lo", 0);
+  setenv("FI_SOCKETS_IFACE", "lo", 0);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  setenv("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(n))).c_str(), 0);
+  std::vector<char*> argv;
+  std::string self = "/proc/self/exe";
+  for (size_t i = 0; i < cmd.size(); ++i)
+    argv.push_back(const_cast<char*>(i == 0 && cmd[0] == "moerl" ? self.c_str() : cmd[i].c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "moerl launch: cannot run '%s': %s\n", cmd[0].c_str(), std::strerror(errno));
+  _exit(127);
+}
+
+int run_launch(Args& args) {
+  if (args.flag("--help") || args.flag("-h")) {
+    std::printf(
+        "usage: moerl launch -n N [--port P] [--no-prefix] [--grace S] [--] CMD [ARGS...]\n"
+        "Starts N ranks of CMD on this machine with MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK/LOCAL_RANK set.\n"
+        "Output lines are prefixed with [rank i] (unless --no-prefix). If a rank fails, the others get SIGTERM,\n"
+        "then SIGKILL after --grace seconds (default 3), and launch exits with the failed rank's status.\n");
+    return 0;
+  }
+  const int64_t n = args.integer("-n", 0);
+  int port = static_cast<int>(args.integer("--port", 0));
+  const bool prefix = !args.flag("--no-prefix");
+  const double grace = args.number("--grace", 3);
+  std::vector<std::string> cmd = args.rest();
+  if (cmd.empty()) {
+    cmd = args.unused();
+  } else if (!args.unused().empty()) {
+    throw Error("moerl launch: unexpected '" + args.unused()[0] + "' before --", "write moerl launch -n N -- CMD ...");
+  }
+  if (n < 1 || n > 1024) {
+    throw Error("moerl launch: -n " + std::to_string(n) + " must be a rank count in [1, 1024]", "e.g. moerl launch -n 2 -- moerl bench ep");
+  }
+  if (cmd.empty()) throw Error("moerl launch: no command to run", "e.g. moerl launch -n 2 -- moerl bench ep");
+  if (port == 0) port = free_port();
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Rank> ranks(n);
+  std::vector<Stream> streams;
+  for (int r = 0; r < n; ++r) {
+    int out[2], err[2];
+    if (pipe(out) != 0 || pipe(err) != 0) throw Error("moerl launch: pipe() failed", "", ErrorCode::kIo);
+    ranks[r].pid = spawn(cmd, r, static_cast<int>(n), port, out[1], err[1]);
+    close(out[1]);
+    close(err[1]);
+    streams.push_back({out[0], r, stdout, ""});
+    streams.push_back({err[0], r, stderr, ""});
+  }
+
+  int failed_rank = -1, result = 0;
+  int forwarded = 0;
+  double kill_at = -1;
+  double all_exited_at = -1;
+  auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  auto signal_all = [&](int sig) {
+    for (auto& r : ranks)
+      if (r.running) kill(-r.pid, sig), kill(r.pid, sig);
+  };
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (auto& s : streams)
+      if (s.fd >= 0) fds.push_back({s.fd, POLLIN, 0});
+    if (!fds.empty()) poll(fds.data(), fds.size(), 50);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (auto& s : streams) {
+      if (s.fd < 0) continue;
+      pollfd p{s.fd, POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) continue;
+      char buf[65536];
+      ssize_t got = read(s.fd, buf, sizeof(buf));
+      if (got > 0) {
+        s.partial.append(buf, static_cast<size_t>(got));
+        emit(s, prefix, false);
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        emit(s, prefix, true);
+        close(s.fd);
+        s.fd = -1;
+      }
+    }
+    if (g_signal && forwarded != g_signal) {
+      forwarded = g_signal;
+      signal_all(g_signal);
+      if (kill_at < 0) kill_at = now() + grace;
+    }
+    bool any_running = false;
+    for (int r = 0; r < n; ++r) {
+      if (!ranks[r].running) continue;
+      int st = 0;
+      if (waitpid(ranks[r].pid, &st, WNOHANG) == ranks[r].pid) {
+        ranks[r].running = false;
+        ranks[r].status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (ranks[r].status != 0 && failed_rank < 0 && !g_signal) {
+          failed_rank = r;
+          result = ranks[r].status;
+          std::fprintf(stderr, "moerl launch: rank %d exited with status %d; stopping the other ranks\n", r, result);
+          signal_all(SIGTERM);
+          kill_at = now() + grace;
+        }
+      } else {
+        any_running = true;
+      }
+    }
+    if (kill_at > 0 && now() > kill_at) {
+      signal_all(SIGKILL);
+      kill_at = now() + 3600;
+    }
+    bool streams_open = false;
+    for (auto& s : streams) streams_open |= s.fd >= 0;
+    // A rank's children may hold its pipes open: after every rank is gone, read what is
+    // buffered for at most a second.
+    if (!any_running) {
+      if (all_exited_at < 0) all_exited_at = now();
+      if (!streams_open || now() > all_exited_at + 1) break;
+    }
+  }
+  for (auto& s : streams) emit(s, prefix, true);
+  if (g_signal && failed_rank < 0) return 128 + g_signal;
+  if (failed_rank >= 0) return result;
+  for (auto& r : ranks)
+    if (r.status != 0) return r.status;
+  return 0;
+}
+
+}  // namespace
+
+MOERL_COMMAND("launch", "start N local ranks of a command (torchrun-like)", run_launch);
+
+}  // namespace moerl::cli
