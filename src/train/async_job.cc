@@ -240,6 +240,8 @@ struct AsyncTrainer {
       double t0 = now_seconds();
       std::vector<runtime::ExperienceRecord> batch =
           ctl.next_batch(static_cast<size_t>(P), state.policy_version, Deadline::after_seconds(kBatchWaitSeconds));
+      // Refill the queue now, so the workers generate the next batch while this one trains.
+      ctl.top_up(Deadline::after_seconds(cfg.runtime.call_timeout_seconds));
       double t1 = now_seconds();
       if (batch.empty()) {
         if (ctl.finished(Deadline::after_seconds(cfg.runtime.call_timeout_seconds))) break;
@@ -293,6 +295,12 @@ struct AsyncTrainer {
     }
     rl_seconds += now_seconds() - loop_start;
     progress.finish();
+    // Redelivered copies of tasks already trained (a worker died between put and ack) may
+    // still be queued: let the workers finish and ack them, so the queue ends empty.
+    for (Deadline settle = Deadline::after_seconds(3 * cfg.runtime.lease_seconds + 10); !settle.expired();) {
+      if (b.queue->depth(Deadline::after_seconds(cfg.runtime.call_timeout_seconds)).queued() == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     // The run is over: workers drain when they see this marker.
     store->put(rollout::kRunDoneKey, std::to_string(state.policy_version));
     if (before_report) before_report();

@@ -110,8 +110,8 @@ TEST(AsyncWeights, RetentionKeepsNewestAndLateJoinerStartsThere) {
 TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatch) {
   Fixture f("mode = \"async\"\ntasks_per_lease = 3");
   runtime::RuntimeBackends b = runtime::open_backends(f.cfg.runtime);
-  rollout::publish_weights(*f.store, *b.weights, 0, *f.policy, f.dir + "/scratch", {.keep = 3}, Deadline::after_seconds(5));
-  const int kTasks = 24;
+  rollout::publish_weights(*f.store, *b.weights, 0, *f.policy, f.dir + "/scratch", {.keep = 5}, Deadline::after_seconds(5));
+  const int kTasks = 60;
   for (int c = 0; c < kTasks; ++c) {
     runtime::TaskUnit u = rollout::make_task_unit(f.cfg.task->item(tasks::Split::kTrain, c), *f.tok, 4, c);
     u.task_id = "c" + std::to_string(c);
@@ -121,12 +121,19 @@ TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatch) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> published{0};
   std::thread pub([&] {
-    for (uint64_t v = 1; !stop.load() && v < 200; ++v) {
+    int64_t last_ready = kTasks;
+    for (uint64_t v = 1; !stop.load() && v < 200;) {
+      // A new version each time the worker has leased two more batches.
+      int64_t ready = b.queue->depth(Deadline::after_seconds(1)).ready;
+      if (last_ready - ready < 6) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        continue;
+      }
+      last_ready = ready;
       f.perturb(100 + v);
-      rollout::publish_weights(*f.store, *b.weights, v, *f.policy, f.dir + "/scratch", {.keep = 3},
+      rollout::publish_weights(*f.store, *b.weights, v, *f.policy, f.dir + "/scratch", {.keep = 5},
                                Deadline::after_seconds(5));
-      published = v;
-      std::this_thread::sleep_for(std::chrono::milliseconds(15));
+      published = v++;
     }
   });
   rollout::WorkerSetup s{.tokenizer = f.tok.get(), .reward = f.cfg.reward.get(), .gen = f.cfg.rollout.gen,
