@@ -47,8 +47,13 @@ struct Handle {
   int64_t num_recv = 0;         // N at this rank
 };
 
-// In low-latency mode recv rows are fixed slots: rows that carry no token have
-// recv_topk_idx all -1 and weight 0, and experts skip them; combine ignores them.
+// Row order of recv_*: normal mode, by source rank then source token (one row per token
+// and destination rank). Low-latency mode, one row per (token, local expert), grouped by
+// local expert then source rank then token (num_recv_tokens_per_expert gives the group
+// sizes; only the top-k slots naming that expert are set). Low-latency fixes the slots
+// on the wire (per source, sized by max_tokens_per_rank, no size negotiation); the
+// returned tensors are compact (no empty rows). Rows whose recv_topk_idx is all -1 would
+// be skipped by experts; combine sums every row it is given back into its source token.
 struct Dispatched {
   at::Tensor recv_x_NH;
   at::Tensor recv_topk_idx_NK;      // int64, local expert ids in [0, E/R) or -1
@@ -68,7 +73,9 @@ class Group {
   // Pure function of topk_idx; no communication.
   virtual Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) = 0;
   // Sends each token once to every rank holding one of its experts. With `cached`, the
-  // layout and count exchange are skipped and the previous routing is reused.
+  // layout and count exchange are skipped and the previous routing is reused: topk_idx,
+  // topk_weights and layout may be undefined/empty, only x_TH is sent, and recv_topk_*
+  // are those of the dispatch that made the handle.
   virtual Dispatched dispatch(const at::Tensor& x_TH, const at::Tensor& topk_idx_TK,
                               const at::Tensor& topk_weights_TK, const Layout& layout,
                               const Handle* cached = nullptr) = 0;
