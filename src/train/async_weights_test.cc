@@ -111,41 +111,43 @@ TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatch) {
   Fixture f("mode = \"async\"\ntasks_per_lease = 3");
   runtime::RuntimeBackends b = runtime::open_backends(f.cfg.runtime);
   rollout::publish_weights(*f.store, *b.weights, 0, *f.policy, f.dir + "/scratch", {.keep = 5}, Deadline::after_seconds(5));
-  const int kTasks = 60;
-  for (int c = 0; c < kTasks; ++c) {
-    runtime::TaskUnit u = rollout::make_task_unit(f.cfg.task->item(tasks::Split::kTrain, c), *f.tok, 4, c);
-    u.task_id = "c" + std::to_string(c);
-    b.queue->enqueue(u, Deadline::after_seconds(1));
-  }
-  // A "trainer" publishing new versions as fast as it can while the worker generates.
+  const int kTasks = 30;  // 10 waves of 3 tasks = one lease batch each
+  auto enqueue_wave = [&](int wave) {
+    for (int c = wave * 3; c < wave * 3 + 3; ++c) {
+      runtime::TaskUnit u = rollout::make_task_unit(f.cfg.task->item(tasks::Split::kTrain, c), *f.tok, 4, c);
+      u.task_id = "c" + std::to_string(c);
+      b.queue->enqueue(u, Deadline::after_seconds(1));
+    }
+  };
+  // A "trainer" publishing a new version after each wave is done, while the worker idles or
+  // generates; it waits a little before the next wave so the version can be staged.
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> published{0};
   std::thread pub([&] {
-    int64_t last_ready = kTasks;
-    for (uint64_t v = 1; !stop.load() && v < 200;) {
-      // A new version each time the worker has leased two more batches.
-      int64_t ready = b.queue->depth(Deadline::after_seconds(1)).ready;
-      if (last_ready - ready < 6) {
+    for (int wave = 0; wave < kTasks / 3 && !stop.load(); ++wave) {
+      enqueue_wave(wave);
+      Deadline d = Deadline::after_seconds(30);
+      while (!d.expired() && b.queue->depth(Deadline::after_seconds(1)).queued() > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        continue;
       }
-      last_ready = ready;
-      f.perturb(100 + v);
-      rollout::publish_weights(*f.store, *b.weights, v, *f.policy, f.dir + "/scratch", {.keep = 5},
-                               Deadline::after_seconds(5));
-      published = v++;
+      if (wave % 2 == 0) {
+        f.perturb(100 + wave);
+        rollout::publish_weights(*f.store, *b.weights, static_cast<uint64_t>(wave / 2 + 1), *f.policy,
+                                 f.dir + "/scratch", {.keep = 3}, Deadline::after_seconds(5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      }
     }
   });
   rollout::WorkerSetup s{.tokenizer = f.tok.get(), .reward = f.cfg.reward.get(), .gen = f.cfg.rollout.gen,
                          .runtime = f.cfg.runtime, .seed = 2};
-  rollout::RolloutWorker w(s, b, *f.store, {.worker_id = "w", .scratch_dir = f.dir + "/w", .max_tasks = kTasks});
+  rollout::WorkerOptions wo{.worker_id = "w", .scratch_dir = f.dir + "/w", .max_tasks = kTasks};
+  rollout::RolloutWorker w(s, b, *f.store, wo);
   runtime::DrainController drain(30);
   rollout::WorkerStats st = w.run(drain);
   stop = true;
   pub.join();
   EXPECT_EQ(st.loop.completed, kTasks);
   EXPECT_EQ(st.batches, kTasks / 3);
-  EXPECT_GE(st.activations, 1);  // it did switch versions along the way
+  EXPECT_GE(st.activations, 3);  // it did switch versions along the way
   auto recs = b.buffer->take(kTasks, Deadline::after_seconds(2));
   ASSERT_EQ(recs.size(), static_cast<size_t>(kTasks));
   // Records arrive in completion order; each batch of 3 consecutive tasks is one generate()
@@ -163,7 +165,7 @@ TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatch) {
     prev = v;
     seen.insert(v);
   }
-  EXPECT_GE(seen.size(), 2u);
+  EXPECT_GE(seen.size(), 4u);
 }
 
 }  // namespace
