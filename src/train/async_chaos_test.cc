@@ -42,13 +42,13 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   if (testing::moerl_bin().empty()) GTEST_SKIP() << "MOERL_BIN is not set (run through ctest)";
   std::string dir = testing::make_temp_dir("async-chaos");
   runtime::RedisServer server = runtime::RedisServer::start(dir + "/redis", Deadline::after_seconds(15));
-  const int kSteps = 24, kPrompts = 8;
+  const int kSteps = 30, kPrompts = 8;
   std::string runtime = "mode = \"async\"\nqueue_url = \"" + server.url() +
                         "\"\nnamespace = \"chaos\"\ntasks_per_lease = 2\nlease_seconds = 2\n"
                         "max_staleness = 4\nstale_policy = \"regenerate\"\ndrain_seconds = 5\n"
                         "drain_margin_seconds = 0.5\ncall_timeout_seconds = 10\n";
   std::string text = testing::tiny_config_text(runtime);
-  // The demo model (hidden 64, 2 layers, 4 experts), a short SFT warm start, then RL.
+  // The demo model (hidden 64, 2 layers, 4 experts), a SFT warm start (150 steps, as the demo), then RL.
   auto set = [&](const std::string& key, const std::string& val) {
     size_t p = text.find("\n" + key + " = ");
     ASSERT_NE(p, std::string::npos) << key;
@@ -63,7 +63,7 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   set("group_size", "8");
   set("prompts_per_step", std::to_string(kPrompts));
   set("max_new_tokens", "6");
-  set("sft_steps", "60");
+  set("sft_steps", "150");
   set("steps", std::to_string(kSteps));
   set("eval_prompts", "50");
   text += "";
