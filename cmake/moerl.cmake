@@ -21,11 +21,13 @@ endfunction()
 # libtorch: link, and share one precompiled header across targets (2-core builds).
 function(moerl_use_torch target)
   target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
-  target_compile_options(${target} PRIVATE -Wno-unused-parameter -Wno-deprecated-declarations)
+  target_compile_options(${target} PRIVATE -Wno-unused-parameter -Wno-deprecated-declarations
+    $<$<COMPILE_LANGUAGE:CXX>:-fpch-preprocess>)
   if(NOT TARGET moerl_torch_pch)
     add_library(moerl_torch_pch STATIC ${MOERL_SRC}/base/torch_pch.cc)
     target_link_libraries(moerl_torch_pch PUBLIC ${TORCH_LIBRARIES})
-    target_compile_options(moerl_torch_pch PRIVATE -Wno-unused-parameter -Wno-deprecated-declarations)
+    target_compile_options(moerl_torch_pch PRIVATE -Wno-unused-parameter -Wno-deprecated-declarations
+      $<$<COMPILE_LANGUAGE:CXX>:-fpch-preprocess>)
     target_precompile_headers(moerl_torch_pch PRIVATE <torch/torch.h>)
   endif()
   if(NOT target STREQUAL moerl_torch_pch)
