@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "io/tensor_io.h"
 #include "store/commit.h"
+#include "train/reward_model.h"
 
 namespace moerl::train {
 
@@ -18,7 +19,6 @@ namespace {
 
 constexpr const char* kStateFile = "trainer_state.json";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
-constexpr const char* kValueHeadFile = "value_head.safetensors";
 
 std::string step_name(const TrainerState& s) {
   char buf[64];

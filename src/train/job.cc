@@ -16,7 +16,9 @@
 #include "rollout/evaluate.h"
 #include "rollout/group_rollout.h"
 #include "store/object_store.h"
+#include "io/tensor_io.h"
 #include "train/checkpoint.h"
+#include "train/reward_model.h"
 
 namespace moerl::train {
 
@@ -227,6 +229,9 @@ struct Job {
     checkpoint();
     policy->save((fs::path(opts.run_dir) / "final_model").string());
     tok->save((fs::path(opts.run_dir) / "final_model").string());
+    if (cfg.loss.uses_critic()) {  // a PPO run's final model doubles as a reward model
+      io::save_tensors((fs::path(opts.run_dir) / "final_model" / kValueHeadFile).string(), trainer->value_head());
+    }
     double wall = now_seconds() - start;
     nlohmann::json summary = {
         {"task", cfg.task->name()},

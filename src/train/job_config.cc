@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "tasks/registry.h"
+#include "train/reward_model.h"
 
 namespace moerl::train {
 
@@ -98,6 +99,7 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   j.loss = rl::read_loss_config(algo);
   algo.done();
   j.train.trainer.loss = j.loss;
+  register_model_reward();
   ConfigTable task = root.table("task");
   j.task = tasks::make_task(task);
   j.reward = tasks::make_reward_fn(task, j.task);
