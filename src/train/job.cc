@@ -254,7 +254,7 @@ struct Job {
     write_text_atomic(fs::path(opts.run_dir) / "summary.json", summary.dump(2) + "\n");
     if (opts.plot) {
       MetricsPlotSpec spec;
-      spec.panels = {"reward", "loss", "entropy", "response_len"};
+      spec.panels = {"reward", "loss", "grad_norm", "response_len"};
       spec.title = "moerl train: " + cfg.task->name() + " / " + rl::name_of(cfg.loss.algorithm);
       plot_metrics_jsonl((fs::path(opts.run_dir) / "metrics.jsonl").string(),
                                   (fs::path(opts.run_dir) / "plot.png").string(), spec);
