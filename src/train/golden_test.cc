@@ -34,6 +34,7 @@ seed = 3
 name = "addition"
 digits = 1
 seed = 5
+format_reward = 0.2
 [algorithm]
 algorithm = "grpo"
 group_size = 4
@@ -42,7 +43,7 @@ eps_high = 0.28
 prompts_per_step = 4
 max_new_tokens = 3
 [train]
-sft_steps = 4
+sft_steps = 40
 sft_batch_size = 16
 steps = 6
 lr = 1e-3
@@ -85,7 +86,7 @@ TEST(Golden, TinyRunReproducesCommittedCurveAndResumes) {
   fs::remove_all(base);
   nlohmann::json summary = run(base / "full", 0);
   std::vector<nlohmann::json> full = curve(base / "full");
-  ASSERT_EQ(full.size(), 10u);  // 4 SFT + 6 RL rows
+  ASSERT_EQ(full.size(), 46u);  // 40 SFT + 6 RL rows
   EXPECT_EQ(summary["steps"]["rl"], 6);
 
   fs::path golden = fs::path(source_dir()) / "tests/golden/train_tiny.jsonl";
