@@ -15,6 +15,7 @@
 #include "model/tokenizer.h"
 #include "rollout/evaluate.h"
 #include "rollout/group_rollout.h"
+#include "store/commit.h"
 #include "store/object_store.h"
 #include "io/tensor_io.h"
 #include "train/checkpoint.h"
@@ -90,6 +91,15 @@ struct Job {
         restore(*ck, *policy, *trainer);
         state = ck->state;
         resumed = true;
+      } else {
+        // No usable commit. A manifest that exists but cannot be read is an unreadable
+        // checkpoint, not a fresh start: open it to raise the reader's error.
+        for (const auto& obj : store->list(std::string(kCheckpointRoot) + "/")) {
+          const std::string suffix = "/manifest.moerl.json";
+          if (obj.key.size() > suffix.size() && obj.key.ends_with(suffix)) {
+            store::CommitReader::open(*store, obj.key.substr(0, obj.key.size() - suffix.size()));
+          }
+        }
       }
     }
     metrics = std::make_unique<metrics::JsonlWriter>(
