@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Local rehearsal of a rendered EKS deployment (run through scripts/rehearse-deploy.sh).
+
+Renders APP + INFRA with `moerl deploy render`, reads back from the rendered YAML what each
+container runs (tools/k8s-schemas/rehearse-plan.js: argv + env as the manifests set them,
+Secret refs and $(VAR)s resolved) and runs Redis, one trainer and N rollout workers as local
+processes with that argv and env. Only what cannot be the same on one machine is replaced, and
+every replacement is printed: the in-cluster Redis address -> 127.0.0.1:<free port> (same
+password, same AOF flags), the ConfigMap mount -> its copy on disk, the image's `moerl` ->
+the build's binary, FI_PROVIDER=efa -> tcp on loopback, the operator's rendezvous env -> a
+one-node 127.0.0.1 rendezvous, the S3 endpoint -> the S3 test server on loopback (same bucket
+and prefix; or a local store dir with --store local), and the job's size -> a few `--set`
+overrides appended to each role's args (the same mechanism the manifests use for
+runtime.queue_url). Then checks that the job trained: summary.json, every step done,
+accounting.lost == 0, a reward per step, weight versions and checkpoints in the store.
+Every child gets PR_SET_PDEATHSIG and is stopped in a `finally`, so nothing outlives a failure.
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# What a 2-core machine can train in seconds: a tiny model of the same architecture, a few
+# short steps. Everything else in the rendered config (task, algorithm, runtime, store, ep)
+# stays as rendered.
+SCALE_DOWN = [
+    "model.hidden_size=32", "model.num_hidden_layers=1", "model.num_attention_heads=2",
+    "model.num_key_value_heads=1", "model.num_experts=8", "model.num_experts_per_tok=2",
+    "model.moe_intermediate_size=32", "model.max_position_embeddings=256",
+    "algorithm.group_size=4", "rollout.prompts_per_step=4", "rollout.max_new_tokens=8",
+    "train.steps=4", "train.checkpoint_every=2", "train.micro_batch_size=64",
+    "train.eval_prompts=8", "train.threads=1",
+]
+
+
+class Stop(Exception):
+    pass
+
+
+def note(msg):
+    print(f"rehearse-deploy: {msg}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent():
+    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no child outlives this runner
+
+
+def on_signal(signum, frame):
+    raise Stop(f"signal {signum}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--app", default=f"{ROOT}/examples/deploy/small/app.toml")
+    ap.add_argument("--infra", default=f"{ROOT}/examples/deploy/small/infra.toml")
+    ap.add_argument("--moerl", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--set", action="append", default=[], dest="sets",
+                    help="extra KEY=VALUE for every role (after the scale-down)")
+    ap.add_argument("--no-scale-down", action="store_true", help="run the rendered job at full size")
+    ap.add_argument("--store", choices=["s3", "local"], default="s3")
+    ap.add_argument("--rollout-workers", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=110, help="deadline for the whole job, seconds")
+    a = ap.parse_args()
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    start = time.time()
+    deadline = start + a.timeout
+    work = a.work
+    procs = {}
+    logs = {}
+    try:
+        ok = rehearse(a, work, procs, logs, deadline)
+    except Stop as e:
+        note(f"stopped by {e}")
+        ok = False
+    except Exception as e:  # noqa: BLE001 - report, clean up, fail
+        note(f"error: {e}")
+        ok = False
+    finally:
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+        stop_all(procs)
+    if not ok:
+        for name, path in logs.items():
+            if os.path.exists(path):
+                lines = open(path, errors="replace").readlines()[-25:]
+                print(f"----- {name}: {path} (last {len(lines)} lines)")
+                print("".join(lines), end="")
+    note(f"{'PASS' if ok else 'FAIL'} in {time.time() - start:.1f} s")
+    return 0 if ok else 1
+
+
+def stop_all(procs):
+    for p in procs.values():
+        if p.poll() is None:
+            p.terminate()
+    end = time.time() + 5
+    for p in procs.values():
+        try:
+            p.wait(timeout=max(0.1, end - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def spawn(procs, logs, name, argv, env, cwd, work, stdin=None, stdout=None):
+    logs[name] = f"{work}/{name}.log"
+    os.makedirs(cwd, exist_ok=True)
+    out = stdout if stdout is not None else open(logs[name], "w")
+    procs[name] = subprocess.Popen(argv, env=env, cwd=cwd, stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                                   stdout=out, stderr=subprocess.STDOUT if stdout is None else open(logs[name], "w"),
+                                   preexec_fn=die_with_parent)
+    return procs[name]
+
+
+def wait_port(port, deadline, what):
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if time.time() > deadline:
+                raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} in time")
+            time.sleep(0.1)
+
+
+def rehearse(a, work, procs, logs, deadline):
+    moerl = os.path.abspath(a.moerl)
+    # 1. Render, exactly as a user would.
+    rendered = f"{work}/rendered"
+    r = subprocess.run([moerl, "deploy", "render", "--app", a.app, "--infra", a.infra, "--out", rendered],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"moerl deploy render failed:\n{r.stderr}")
+    note(f"rendered {a.app} + {a.infra} -> {rendered}")
+    # 2. Read back what each container runs from the YAML.
+    r = subprocess.run(["node", f"{ROOT}/tools/k8s-schemas/rehearse-plan.js", rendered], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"rehearse-plan.js failed:\n{r.stderr}")
+    plan = json.loads(r.stdout)
+    open(f"{work}/plan.json", "w").write(r.stdout)
+    app_doc = tomllib.loads(plan["app_toml"])
+    app_local = f"{work}/app.toml"
+    open(app_local, "w").write(plan["app_toml"])  # the ConfigMap's app.toml, byte for byte
+    trainers = [x for x in plan["roles"] if x["name"] == "trainer"]
+    rollouts = [x for x in plan["roles"] if x["name"] == "rollout"]
+    if not trainers or not rollouts or not plan["redis"]:
+        raise RuntimeError("the rendered manifests lack a trainer, rollout or redis role")
+    trainer = next((x for x in trainers if x["replica_group"].endswith("/Master/template")), trainers[0])
+    rollout = rollouts[0]
+    base_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TMPDIR": f"{work}/tmp",
+                "LANG": "C.UTF-8"}
+    os.makedirs(base_env["TMPDIR"], exist_ok=True)
+
+    # 3. Store: the S3 test server holding the rendered bucket, or a local directory.
+    store_uri = (app_doc.get("store") or {}).get("uri", "") if isinstance(app_doc.get("store"), dict) else app_doc.get("store", "")
+    store_env = {}
+    store_sets = []
+    if a.store == "s3":
+        if not store_uri.startswith("s3://"):
+            raise RuntimeError(f"the rendered app's store is '{store_uri}', not s3://; use --store local")
+        bucket = store_uri[5:].split("/", 1)[0]
+        p = spawn(procs, logs, "s3", ["node", "--openssl-legacy-provider", f"{ROOT}/tools/s3/server.js", "--port", "0",
+                                      "--dir", f"{work}/s3", "--bucket", bucket],
+                  dict(base_env), work, work, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = ""
+        while not line.startswith("S3_TEST_SERVER_PORT="):
+            line = p.stdout.readline().decode().strip()
+            if not line and p.poll() is not None:
+                raise RuntimeError("the S3 test server exited at start (scripts/install-deps.sh installs tools/s3)")
+            if time.time() > deadline:
+                raise RuntimeError("the S3 test server did not start in time")
+        endpoint = f"http://127.0.0.1:{int(line.split('=')[1])}"
+        threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()  # never let the pipe fill
+        store_env = {"AWS_ENDPOINT_URL_S3": endpoint, "AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
+                     "AWS_EC2_METADATA_DISABLED": "true"}
+        note(f"store: {store_uri} unchanged; S3 endpoint -> S3 test server {endpoint} (bucket {bucket}), "
+             "credentials -> its dummy key pair instead of IRSA")
+    else:
+        store_sets = [f"store.uri={work}/store"]
+        note(f"store: {store_uri} -> local directory {work}/store (--set store.uri)")
+
+    # 4. Redis as the StatefulSet runs it: same flags and password; port, dir and bind changed.
+    redis_port = free_port()
+    argv = list(plan["redis"]["argv"])
+    argv[argv.index("--port") + 1] = str(redis_port)
+    argv[argv.index("--dir") + 1] = f"{work}/redis"
+    argv += ["--bind", "127.0.0.1"]
+    os.makedirs(f"{work}/redis", exist_ok=True)
+    shown = " ".join(x if x else "''" for x in argv)
+    pw = argv[argv.index("--requirepass") + 1] if "--requirepass" in argv else ""
+    if pw:
+        shown = shown.replace(pw, "<secret>")
+    note(f"redis: {shown}  (port, dir -> this machine; bind 127.0.0.1)")
+    spawn(procs, logs, "redis", argv, dict(base_env), f"{work}/redis", work)
+    wait_port(redis_port, deadline, "redis-server")
+
+    service = f'{plan["redis"]["service"]}:{plan["redis"]["port"]}'
+    local = f"127.0.0.1:{redis_port}"
+    scale = [] if a.no_scale_down else SCALE_DOWN
+    if scale:
+        note(f"scale-down for this machine (appended as --set, like the manifests' own overrides): {' '.join(scale)}")
+    master_port = free_port()
+
+    def command(role):
+        out = [x.replace(plan["app_path"], app_local).replace(service, local) for x in role["argv"]]
+        if out[0] != "moerl":
+            raise RuntimeError(f"{role['name']} runs {out[0]}, expected the image's moerl")
+        out[0] = moerl
+        for kv in scale + store_sets + a.sets:
+            out += ["--set", kv]
+        return out
+
+    def environment(role):
+        env = dict(base_env)
+        env.update(role["env"])
+        env.update(store_env)
+        env["OMP_NUM_THREADS"] = "1"  # 3 processes on a 2-core box
+        if env.get("FI_PROVIDER") == "efa":
+            env.update(FI_PROVIDER="tcp", FI_TCP_IFACE="lo")
+            env.pop("FI_EFA_USE_DEVICE_RDMA", None)
+        for inj in role["injected"]:
+            if inj["name"] in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"):
+                env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE="1", RANK="0")
+        return env
+
+    def show(role):
+        return " ".join(command(role)).replace(pw, "<secret>") if pw else " ".join(command(role))
+
+    def show_env(role):
+        e = dict(role["env"])
+        for k in e:
+            if pw and pw in e[k]:
+                e[k] = e[k].replace(pw, "<secret>")
+        return json.dumps(e)
+
+    note(f"trainer: {show(trainer)}")
+    note(f"trainer env (rendered): {show_env(trainer)}; here FI_PROVIDER=tcp on lo, rendezvous 127.0.0.1 WORLD_SIZE=1")
+    spawn(procs, logs, "trainer", command(trainer), environment(trainer), f"{work}/trainer", work)
+    for i in range(a.rollout_workers):
+        if i == 0:
+            note(f"rollout x{a.rollout_workers}: {show(rollout)}")
+            note(f"rollout env (rendered): {show_env(rollout)}")
+        spawn(procs, logs, f"rollout-{i}", command(rollout), environment(rollout), f"{work}/rollout-{i}", work)
+
+    # 5. Wait for the trainer (deadline); a rollout worker failing is a failure.
+    ok = True
+    while procs["trainer"].poll() is None:
+        if time.time() > deadline:
+            note(f"trainer still running at the deadline ({a.timeout:.0f} s)")
+            return False
+        for name, p in procs.items():
+            # A worker may leave with 0 once the trainer marks the run done (drained).
+            if p.poll() is not None and (name in ("redis", "s3") or p.returncode != 0):
+                note(f"{name} exited {p.returncode} while the trainer ran")
+                return False
+        time.sleep(0.2)
+    rc = procs["trainer"].returncode
+    note(f"trainer exited {rc}")
+    ok = rc == 0
+    # Rollout workers leave on their own once the trainer marks the run done; otherwise they
+    # stop the way Kubernetes stops them: SIGTERM, then the grace period (bounded by the deadline).
+    grace = rollout.get("grace_seconds") or 90
+    settle = time.time() + 10
+    for name, p in procs.items():
+        if name.startswith("rollout"):
+            try:
+                p.wait(timeout=max(0.1, min(settle, deadline) - time.time()))
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGTERM)
+                note(f"{name}: SIGTERM (still running after the trainer finished)")
+    for name, p in procs.items():
+        if name.startswith("rollout"):
+            try:
+                p.wait(timeout=max(0.1, min(time.time() + grace, deadline) - time.time()))
+                note(f"{name} exited {p.returncode}")
+                ok = ok and p.returncode == 0
+            except subprocess.TimeoutExpired:
+                note(f"{name} did not exit within its grace period / the deadline")
+                ok = False
+    return check_trained(a, work, moerl, store_uri if a.store == "s3" else f"{work}/store",
+                         dict(base_env, **store_env, AWS_REGION=trainer["env"].get("AWS_REGION", "us-east-1"))) and ok
+
+
+def check_trained(a, work, moerl, store, env):
+    run = f"{work}/trainer/runs/app"
+    problems = []
+    try:
+        summary = json.load(open(f"{run}/summary.json"))
+        effective = tomllib.load(open(f"{run}/config.toml", "rb"))
+    except (OSError, ValueError) as e:
+        note(f"no summary.json / config.toml in the trainer's run dir {run}: {e}")
+        return False
+    steps = effective["train"]["steps"]
+    rows = []
+    for line in open(f"{run}/metrics.jsonl"):
+        if line.strip():
+            row = json.loads(line)
+            if row.get("phase") == "rl":
+                rows.append(row)
+    rewards = [r.get("reward") for r in rows]
+    if summary.get("mode") != "async":
+        problems.append(f"summary mode {summary.get('mode')}, expected async")
+    if summary["steps"]["rl"] != steps:
+        problems.append(f"{summary['steps']['rl']} RL steps done, config says {steps}")
+    if summary["accounting"].get("lost") != 0:
+        problems.append(f"accounting.lost = {summary['accounting'].get('lost')}")
+    if len(rows) != steps or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in rewards):
+        problems.append(f"metrics.jsonl has {len(rows)} RL rows with rewards {rewards}, expected {steps}")
+    r = subprocess.run([moerl, "store", "ls", store + "/"],
+                       capture_output=True, text=True, env=env)
+    listing = r.stdout
+    if r.returncode != 0:
+        problems.append(f"moerl store ls {store}/ failed: {r.stderr.strip()}")
+    else:
+        for want in ("ckpt/", "weights/"):
+            if want not in listing:
+                problems.append(f"no {want} in the store {store}: {listing.strip()}")
+    for p in problems:
+        note(f"check failed: {p}")
+    if problems:
+        return False
+    note(f"trained: {steps} RL steps, accounting.lost 0, policy version {summary.get('policy_version')}, "
+         f"reward per step {[round(x, 3) for x in rewards]}, eval {summary['eval']['sft']} -> {summary['eval']['final']}; "
+         f"store {store} holds ckpt/ and weights/")
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
