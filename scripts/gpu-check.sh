@@ -32,7 +32,7 @@ step() { echo "== $(date -u +%T) $*"; }
 
 step configure
 GPU_ONLY=OFF
-if ! cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOERL_CUDA=ON -DCMAKE_PREFIX_PATH="$PREFIX" \
+if ! cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOERL_CUDA=ON -DMOERL_GPU_ONLY=OFF -DCMAKE_PREFIX_PATH="$PREFIX" \
      -DCMAKE_EXE_LINKER_FLAGS="$LINKFLAGS" >"$L/configure.log" 2>&1; then
   step "full configure failed (see configure.log); retrying with MOERL_GPU_ONLY=ON"
   grep -E "Error|error" -A3 "$L/configure.log" | head -20

@@ -13,8 +13,11 @@ for h in rdma toml++ nlohmann gtest gmock hiredis openssl gloo; do cp -rL /usr/i
 cp -rL /usr/include/x86_64-linux-gnu/curl "$D/include/"
 cp -rL /usr/include/x86_64-linux-gnu/openssl/* "$D/include/openssl/"
 cp -rL /usr/include/curl/* "$D/include/curl/" 2>/dev/null || true
-cp $ML/libgtest*.a $ML/libgmock*.a "$D/lib/"
-cp -r $ML/cmake/GTest "$D/lib/cmake/"
+# GTest keeps Debian's layout (lib/<arch>/ and lib/<arch>/cmake/GTest) so the relative paths
+# of its CMake package files resolve inside .gpudeps.
+mkdir -p "$D/lib/x86_64-linux-gnu/cmake"
+cp $ML/libgtest*.a $ML/libgmock*.a "$D/lib/x86_64-linux-gnu/"
+cp -r $ML/cmake/GTest "$D/lib/x86_64-linux-gnu/cmake/"
 cp -r /usr/share/cmake/nlohmann_json "$D/share/cmake/"
 # Shared libraries and their closure, minus the C runtime every image has.
 skip='^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so'
@@ -25,12 +28,18 @@ for l in libfabric.so.1 libtomlplusplus.so.3 libhiredis.so.0.14 libcurl.so.4 lib
     b=$(basename "$dep"); [[ $b =~ $skip ]] || cp -nL "$dep" "$D/lib/"
   done
 done
+# redis-server (and its libraries) for the GPU RL run's queue: dev/gpu/rl-run.sh.
+mkdir -p "$D/bin"; cp -L /usr/bin/redis-server "$D/bin/"
+ldd /usr/bin/redis-server | awk '$3 ~ /^\// {print $3}' | while read -r dep; do
+  b=$(basename "$dep"); [[ $b =~ $skip ]] || cp -nL "$dep" "$D/lib/"
+done
 (cd "$D/lib" && for l in *.so.*; do base=${l%%.so.*}.so; [ -e "$base" ] || ln -s "$l" "$base"; done)
 for pc in libfabric tomlplusplus hiredis libcurl libssl openssl libcrypto gtest gtest_main; do
   [ -e $ML/pkgconfig/$pc.pc ] || continue
   sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' -e 's|^libdir=.*|libdir=${prefix}/lib|' \
       -e 's|^includedir=.*|includedir=${prefix}/include|' $ML/pkgconfig/$pc.pc > "$D/lib/pkgconfig/$pc.pc"
 done
-# GTest's CMake targets name /usr paths: point them at the packed copies.
-sed -i -e "s|/usr/lib/x86_64-linux-gnu/|\${_IMPORT_PREFIX}/lib/|g" -e 's|"/usr/include"|"${_IMPORT_PREFIX}/include"|g' "$D"/lib/cmake/GTest/*.cmake
+# Older GTest packages name absolute /usr paths: point them at the packed copies.
+sed -i -e "s|/usr/lib/x86_64-linux-gnu/|\${_IMPORT_PREFIX}/lib/x86_64-linux-gnu/|g" -e 's|"/usr/include"|"${_IMPORT_PREFIX}/include"|g' \
+  "$D"/lib/x86_64-linux-gnu/cmake/GTest/*.cmake
 du -sh "$D"

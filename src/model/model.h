@@ -89,6 +89,7 @@ class Model {
   int64_t num_parameters() const;
   ExpertRange experts() const { return experts_; }
   ep::Group& ep_group() { return *group_; }
+  const ep::Group& ep_group() const { return *group_; }
   at::ScalarType dtype() const { return options_.dtype; }
   at::Device device() const { return options_.device; }
 

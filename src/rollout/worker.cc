@@ -153,7 +153,7 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
   for (int attempt = 0;; ++attempt) {
     try {
       StagedWeights w = fetch_weights(store_, v->location, (fs::path(options_.scratch_dir) / "init").string());
-      policy_ = std::make_unique<model::Model>(model::load_model(w.dir));
+      policy_ = std::make_unique<model::Model>(model::load_model(w.dir, options_.model));
       active_version_ = w.version;
       fs::remove_all(w.dir);
       break;

@@ -48,6 +48,7 @@ struct WorkerOptions {
   double first_version_seconds = 600;  // wait this long for the trainer's first version
   int64_t max_tasks = 0;               // stop after this many tasks (0 = until drained / done)
   int intra_op_threads = 0;            // at::set_num_threads for this thread (0 = leave)
+  model::ModelOptions model;           // device and dtype of the worker's policy copy
 };
 
 // The object-store key a trainer writes when the run is over; workers drain when they see it.

@@ -81,7 +81,7 @@ void AdamW::load_state(const std::map<std::string, at::Tensor>& state) {
       throw Error("optimizer state: '" + key + "' has the wrong shape",
                   "the checkpoint was written for another model configuration");
     }
-    return it->second.to(at::kFloat).clone();
+    return it->second.to(like.device(), at::kFloat).clone();
   };
   for (auto& [name, m] : exp_avg_) m = get("exp_avg." + name, m);
   for (auto& [name, v] : exp_avg_sq_) v = get("exp_avg_sq." + name, v);

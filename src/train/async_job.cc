@@ -89,6 +89,7 @@ struct AsyncTrainer {
   bool resumed = false;
   double rl_seconds = 0;
   int64_t rl_samples = 0, rl_tokens = 0;
+  double rl_generate_seconds = 0;  // summed generation time of the trained records
   fs::path run_dir;
 
   AsyncTrainer(const JobConfig& c, JobOptions o, runtime::RuntimeBackends backends)
@@ -105,9 +106,9 @@ struct AsyncTrainer {
       arch.eos_token_id = tok->eos_id();
       arch.pad_token_id = tok->pad_id();
       arch.validate("[model]");
-      policy = std::make_unique<model::Model>(model::init_random(arch, cfg.model.seed));
+      policy = std::make_unique<model::Model>(model::init_random(arch, cfg.model.seed, cfg.model.options(false)));
     } else {
-      policy = std::make_unique<model::Model>(model::load_model(cfg.model.init));
+      policy = std::make_unique<model::Model>(model::load_model(cfg.model.init, cfg.model.options(false)));
     }
     store = store::open_store(job_store_uri(cfg, run_dir.string()));
     trainer = std::make_unique<PolicyTrainer>(*policy, nullptr, cfg.train.trainer, tok->pad_id());
@@ -261,6 +262,7 @@ struct AsyncTrainer {
       int64_t tokens = 0;
       for (const auto& r : batch) {
         tokens += runtime::total_response_tokens(r);
+        rl_generate_seconds += r.generate_seconds;
         trained << nlohmann::json{{"step", state.rl_step}, {"task_id", r.task_id}, {"attempt", r.attempt},
                                   {"cursor", r.cursor}, {"worker", r.worker_id},
                                   {"version", runtime::oldest_version(r)}, {"samples", r.samples.size()}}
@@ -340,6 +342,8 @@ struct AsyncTrainer {
         {"throughput",
          {{"samples_per_s", rl_samples / std::max(1e-9, rl_seconds)},
           {"train_tokens_per_s", rl_tokens / std::max(1e-9, rl_seconds)},
+          // Per worker, while generating: trained response tokens / their generation time.
+          {"rollout_tokens_per_s", rl_tokens / std::max(1e-9, rl_generate_seconds)},
           {"rl_seconds", rl_seconds},
           {"samples", rl_samples}}},
         {"accounting", accounting},
@@ -400,6 +404,7 @@ int run_rollout_role(const JobConfig& cfg, const RolloutRoleOptions& options) {
   wo.scratch_dir = (fs::path(options.run_dir) / "scratch" / options.worker_id).string();
   wo.max_tasks = options.max_tasks;
   wo.intra_op_threads = options.intra_op_threads;
+  wo.model = cfg.model.options(true);
   rollout::RolloutWorker w(worker_setup(cfg, *tok), runtime::open_backends(cfg.runtime), *store, wo);
   rollout::WorkerStats st = w.run(drain);
   runtime::DrainController::install_signal_handlers(nullptr);
@@ -480,6 +485,7 @@ nlohmann::json run_async_job(const JobConfig& cfg, const JobOptions& options) {
         wo.worker_id = "thread-" + std::to_string(i);
         wo.scratch_dir = (fs::path(options.run_dir) / "scratch" / wo.worker_id).string();
         wo.intra_op_threads = 1;
+        wo.model = cfg.model.options(true);
         rollout::RolloutWorker w(worker_setup(cfg, *tok), b, *store, wo);
         w.run(*drains[i], &worker_acc);
       } catch (...) {

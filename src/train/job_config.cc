@@ -34,6 +34,13 @@ ModelSection read_model(ConfigTable t) {
   a.rope_theta = t.number("rope_theta", 10000.0, {1, 1e9});
   a.max_position_embeddings = t.integer("max_position_embeddings", 256, {8, 1 << 24});
   a.rms_norm_eps = t.number("rms_norm_eps", 1e-6, {0, 1});
+  m.device = t.string("device", "cpu");
+  if (m.device != "cpu" && m.device != "cuda" && m.device.rfind("cuda:", 0) != 0) {
+    throw Error("config: model.device = \"" + m.device + "\" is not a device",
+                "use \"cpu\", \"cuda\" or \"cuda:N\"");
+  }
+  m.dtype = t.choice("dtype", "float32", {"float32", "bfloat16"});
+  m.rollout_dtype = t.choice("rollout_dtype", m.dtype, {"float32", "bfloat16"});
   t.done();
   return m;
 }
@@ -83,6 +90,20 @@ TrainSection read_train(ConfigTable t, int64_t max_new_tokens) {
 }
 
 }  // namespace
+
+model::ModelOptions ModelSection::options(bool rollout) const {
+  model::ModelOptions o;
+  const std::string& dt = rollout && !rollout_dtype.empty() ? rollout_dtype : dtype;
+  o.dtype = dt == "bfloat16" ? at::kBFloat16 : at::kFloat;
+  if (device != "cpu") {
+    if (!at::hasCUDA()) {
+      throw Error("config: model.device = \"" + device + "\" but this process sees no CUDA GPU",
+                  "build with -DMOERL_CUDA=ON against a CUDA libtorch and run on a GPU machine, or set model.device = \"cpu\"");
+    }
+    o.device = at::Device(device);
+  }
+  return o;
+}
 
 JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
   return parse(ConfigDoc::load(path, overrides));

@@ -16,6 +16,7 @@
 
 #include "base/config.h"
 #include "io/hf_config.h"
+#include "model/model.h"
 #include "rl/loss_config.h"
 #include "rollout/group_rollout.h"
 #include "runtime/runtime_config.h"
@@ -29,6 +30,13 @@ struct ModelSection {
   std::string init = "random";  // "random" or a directory with config.json + safetensors
   io::HfConfig arch;            // for init = "random" (vocab size comes from the tokenizer)
   uint64_t seed = 0;
+  std::string device = "cpu";           // "cpu", "cuda" or "cuda:N"; the same for every role
+  std::string dtype = "float32";        // trainer's parameters: "float32" | "bfloat16"
+  std::string rollout_dtype = "";       // rollout workers' copy; "" = dtype (bf16 rollout of an
+                                        // fp32 trainer is the usual GPU setup)
+  // Options for the trainer's policy (rollout = false) or a rollout worker's copy. Throws
+  // moerl::Error naming model.device when it names a GPU this process cannot use.
+  model::ModelOptions options(bool rollout) const;
 };
 
 struct RolloutSection {

@@ -49,6 +49,13 @@ PackedBatch pack_samples(const std::vector<const runtime::Sample*>& samples, int
   return b;
 }
 
+PackedBatch to_device(PackedBatch b, const at::Device& device) {
+  for (at::Tensor* t : {&b.input_ids_BT, &b.attention_mask_BT, &b.response_mask_BT, &b.behav_logp_BT, &b.rewards_B}) {
+    *t = t->to(device);
+  }
+  return b;
+}
+
 PackedBatch slice_rows(const PackedBatch& b, int64_t begin, int64_t end) {
   PackedBatch s;
   s.input_ids_BT = b.input_ids_BT.slice(0, begin, end);

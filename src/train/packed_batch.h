@@ -29,6 +29,9 @@ struct PackedBatch {
 
 PackedBatch pack_samples(const std::vector<const runtime::Sample*>& samples, int64_t pad_id);
 
+// The batch with every tensor on `device` (the policy's); no copy when already there.
+PackedBatch to_device(PackedBatch b, const at::Device& device);
+
 // Rows [begin, end) of every tensor of the batch (views).
 PackedBatch slice_rows(const PackedBatch& b, int64_t begin, int64_t end);
 

@@ -26,6 +26,11 @@ struct FastGenerateStats {
   bool fell_back = false;   // settings outside the fast path: model::generate ran
 };
 
+// Whether fast_generate runs the graph path for this model and these settings.
+bool fast_generate_accepts(const Model& m, const GenerateConfig& config);
+// Makes model::generate() use fast_generate whenever it accepts (rollout, evaluation).
+void install_fast_generate();
+
 std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<int64_t>>& prompts,
                                       const GenerateConfig& config, bool use_graph = true,
                                       FastGenerateStats* stats = nullptr);

@@ -71,24 +71,44 @@ Model sharp_model(uint64_t seed) {
 
 std::vector<std::vector<int64_t>> test_prompts() { return {{1, 7, 9, 11, 13}, {1, 4}, {1, 30, 31}}; }
 
+// Greedy decoding by the graph path is checked against the reference forward by teacher
+// forcing: at every step the token it chose must be an argmax of model::Model::forward's
+// logits for the same prefix (up to the bf16 rounding by which the two paths differ: fused
+// RMSNorm and QKV GEMM here, the layer-by-layer ops there), and its logprob must agree.
+// Exact token equality with model::generate is too strict: one near-tie flips a token and
+// every later one differs.
 TEST(FastGenerate, GreedyMatchesGenerate) {
   Model m = sharp_model(21);
   GenerateConfig g;
   g.max_new_tokens = 10;
   g.sampling.greedy = true;
-  auto ref = generate(m, test_prompts(), g);
   cuda::FastGenerateStats st;
   auto got = cuda::fast_generate(m, test_prompts(), g, /*use_graph=*/true, &st);
   EXPECT_TRUE(st.used_graph);
   EXPECT_FALSE(st.fell_back);
+  auto ref = generate(m, test_prompts(), g);
   ASSERT_EQ(got.size(), ref.size());
-  for (size_t b = 0; b < ref.size(); ++b) {
-    ASSERT_EQ(got[b].tokens.size(), ref[b].tokens.size());
-    // bf16 paths differ in reduction order: the first steps must agree exactly.
-    for (size_t t = 0; t < 4; ++t) EXPECT_EQ(got[b].tokens[t], ref[b].tokens[t]) << "row " << b << " step " << t;
-    for (size_t t = 0; t < 4; ++t)
-      EXPECT_NEAR(got[b].logprobs[t], ref[b].logprobs[t], 0.05 + 0.05 * std::abs(ref[b].logprobs[t]));
+  int exact_first = 0;
+  for (size_t b = 0; b < got.size(); ++b) {
+    ASSERT_EQ(got[b].tokens.size(), static_cast<size_t>(g.max_new_tokens));
+    exact_first += got[b].tokens[0] == ref[b].tokens[0];
+    std::vector<int64_t> seq = test_prompts()[b];
+    const int64_t P = static_cast<int64_t>(seq.size());
+    seq.insert(seq.end(), got[b].tokens.begin(), got[b].tokens.end());
+    at::Tensor ids = at::tensor(seq, at::kLong).view({1, -1}).to(m.device());
+    at::Tensor logp;
+    {
+      at::NoGradGuard ng;
+      logp = m.forward({.input_ids = ids}).logits_BTV[0].to(at::kFloat).log_softmax(-1).cpu();  // [T,V]
+    }
+    for (int64_t t = 0; t < g.max_new_tokens; ++t) {
+      at::Tensor row = logp[P - 1 + t];
+      const float chosen = row[got[b].tokens[t]].item<float>(), best = row.max().item<float>();
+      EXPECT_GE(chosen, best - (0.05f + 0.02f * std::abs(best))) << "row " << b << " step " << t;
+      EXPECT_NEAR(got[b].logprobs[t], chosen, 0.05 + 0.05 * std::abs(chosen)) << "row " << b << " step " << t;
+    }
   }
+  EXPECT_EQ(exact_first, static_cast<int>(got.size()));  // step 0 comes from the shared prefill
 }
 
 TEST(FastGenerate, GraphEqualsEagerAndStopsAtEos) {
