@@ -1,0 +1,382 @@
+// `moerl train` with its store on S3 (the S3 test server on loopback), end to end through the
+// moerl binary (MOERL_BIN): a sync job stopped after RL step 3 leaves a committed checkpoint in
+// the bucket (listed and read back by the AWS CLI), and the rerun resumes from it and ends on
+// the same loss curve as an uninterrupted run on a local store; an async job (Redis queue,
+// rollout worker processes) publishes weight versions there, is SIGKILLed after its first
+// checkpoint and the rerun resumes from S3 and finishes with nothing lost.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "runtime/redis_server.h"
+#include "store/commit.h"
+#include "store/testing/s3_env.h"
+#include "store/testing/test_util.h"
+
+namespace moerl::store {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+// The golden test's tiny job (src/train/golden_test.cc), fewer SFT steps.
+const char* kSyncJob = R"([model]
+init = "random"
+hidden_size = 32
+num_hidden_layers = 1
+num_attention_heads = 2
+num_key_value_heads = 1
+num_experts = 4
+num_experts_per_tok = 2
+moe_intermediate_size = 32
+max_position_embeddings = 32
+seed = 3
+[task]
+name = "addition"
+digits = 1
+seed = 5
+format_reward = 0.2
+[algorithm]
+algorithm = "grpo"
+group_size = 4
+eps_high = 0.28
+[rollout]
+prompts_per_step = 4
+max_new_tokens = 3
+[train]
+sft_steps = 10
+sft_batch_size = 16
+steps = 6
+lr = 1e-3
+warmup_steps = 2
+micro_batch_size = 8
+eval_prompts = 8
+keep_checkpoints = 4
+seed = 11
+threads = 1
+)";
+
+const char* kAsyncJob = R"([model]
+init = "random"
+arch = "qwen3_moe"
+hidden_size = 32
+num_hidden_layers = 1
+num_attention_heads = 2
+num_key_value_heads = 1
+num_experts = 4
+num_experts_per_tok = 2
+moe_intermediate_size = 32
+max_position_embeddings = 64
+seed = 3
+[task]
+name = "addition"
+digits = 2
+seed = 1
+[algorithm]
+algorithm = "grpo"
+group_size = 4
+behaviour_correction = "tis"
+[rollout]
+prompts_per_step = 4
+max_new_tokens = 4
+num_workers = 2
+[train]
+sft_steps = 0
+steps = 8
+checkpoint_every = 2
+eval_prompts = 8
+micro_batch_size = 64
+seed = 1
+threads = 1
+)";
+
+// Environment of every child: the S3 test server as the endpoint, its dummy key pair, no IMDS.
+std::vector<std::string> s3_env(const testing::S3TestServer& s) {
+  return {"AWS_ACCESS_KEY_ID=" + std::string(testing::S3TestServer::kKey),
+          "AWS_SECRET_ACCESS_KEY=" + std::string(testing::S3TestServer::kKey),
+          "AWS_REGION=us-east-1",
+          "AWS_ENDPOINT_URL_S3=" + s.endpoint(),
+          "AWS_EC2_METADATA_DISABLED=true",
+          "AWS_CONFIG_FILE=/dev/null",
+          "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+          "AWS_REQUEST_CHECKSUM_CALCULATION=when_required",
+          "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required",
+          "OMP_NUM_THREADS=1"};
+}
+
+// Starts argv with extra env, stdout+stderr appended to `log`; dies with the test.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::unsetenv("AWS_SESSION_TOKEN");
+    ::unsetenv("AWS_PROFILE");
+    ::unsetenv("AWS_ENDPOINT_URL");
+    for (const auto& e : env) {
+      size_t eq = e.find('=');
+      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+    }
+    std::vector<std::string> a = argv;
+    std::vector<char*> c;
+    for (auto& s : a) c.push_back(s.data());
+    c.push_back(nullptr);
+    ::execvp(c[0], c.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Exit code, or 128 + signal; -1 (after SIGKILL) when still running at the deadline.
+int wait_exit(pid_t pid, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (true) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::steady_clock::now() >= end) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+int run(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log,
+        double seconds) {
+  return wait_exit(spawn(argv, env, log), seconds);
+}
+
+std::string tail(const std::string& path) {
+  std::string s = fs::exists(path) ? testing::read_file(path) : "";
+  return s.size() > 4000 ? s.substr(s.size() - 4000) : s;
+}
+
+// Keys under s3://moerl-test/<prefix>/ with their sizes, as the AWS CLI lists them.
+std::map<std::string, int64_t> aws_list(const testing::S3TestServer& s, const std::string& prefix, const TempDir& tmp) {
+  std::string out = tmp.file("list.json");
+  fs::remove(out);
+  int rc = run({"aws", "--endpoint-url", s.endpoint(), "--region", "us-east-1", "--output", "json", "s3api",
+                "list-objects-v2", "--bucket", testing::S3TestServer::kBucket, "--prefix", prefix + "/"},
+               s3_env(s), out, 60);
+  EXPECT_EQ(rc, 0) << tail(out);
+  std::map<std::string, int64_t> keys;
+  if (rc != 0) return keys;
+  std::string text = testing::read_file(out);
+  if (text.find_first_not_of(" \n") == std::string::npos) return keys;  // empty listing prints nothing
+  for (const auto& o : nlohmann::json::parse(text).value("Contents", nlohmann::json::array())) {
+    keys[o["Key"].get<std::string>().substr(prefix.size() + 1)] = o["Size"].get<int64_t>();
+  }
+  return keys;
+}
+
+// An object read back by the AWS CLI.
+std::string aws_get(const testing::S3TestServer& s, const std::string& key, const TempDir& tmp) {
+  std::string dst = tmp.file("got");
+  fs::remove(dst);
+  int rc = run({"aws", "--endpoint-url", s.endpoint(), "--region", "us-east-1", "s3", "cp", "--no-progress",
+                "s3://" + std::string(testing::S3TestServer::kBucket) + "/" + key, dst},
+               s3_env(s), tmp.file("aws-get.log"), 60);
+  EXPECT_EQ(rc, 0) << tail(tmp.file("aws-get.log"));
+  return rc == 0 ? testing::read_file(dst) : "";
+}
+
+// (phase, step, loss, reward) rows of metrics.jsonl.
+std::vector<nlohmann::json> curve(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    nlohmann::json row = nlohmann::json::parse(line);
+    nlohmann::json r = {{"phase", row["phase"]}, {"loss", row["loss"]}};
+    r["step"] = row.contains("step") ? row["step"] : row["sft_step"];
+    if (row.contains("reward")) r["reward"] = row["reward"];
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string bin() {
+  const char* b = std::getenv("MOERL_BIN");
+  return b && fs::exists(b) ? b : "";
+}
+
+std::string write_config(const TempDir& tmp, const std::string& name, const std::string& text) {
+  std::ofstream(tmp.file(name)) << text;
+  return tmp.file(name);
+}
+
+TEST(TrainOnS3, SyncCheckpointsGoToTheBucketAndTheRerunResumesOnTheSameCurve) {
+  if (bin().empty()) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
+  auto& server = testing::shared_s3_server();
+  TempDir tmp;
+  std::string uri = testing::fresh_s3_uri("train-sync");
+  std::string prefix = uri.substr(std::string("s3://").size() + std::string(testing::S3TestServer::kBucket).size() + 1);
+  std::string local_cfg = write_config(tmp, "local.toml", kSyncJob);
+  std::string s3_cfg = write_config(tmp, "s3.toml", std::string(kSyncJob) + "[store]\nuri = \"" + uri + "\"\n");
+  auto env = s3_env(server);
+
+  // Reference: uninterrupted, local store.
+  ASSERT_EQ(run({bin(), "train", local_cfg, "--run-dir", tmp.file("full"), "--no-plot"}, env, tmp.file("full.log"), 120), 0)
+      << tail(tmp.file("full.log"));
+
+  // S3: stop after RL step 3.
+  ASSERT_EQ(run({bin(), "train", s3_cfg, "--run-dir", tmp.file("s3"), "--no-plot", "--stop-after-step", "3"}, env,
+                tmp.file("s3-1.log"), 120),
+            0)
+      << tail(tmp.file("s3-1.log"));
+  EXPECT_FALSE(fs::exists(tmp.file("s3/store"))) << "the job wrote a local store despite [store] uri";
+  std::map<std::string, int64_t> keys = aws_list(server, prefix, tmp);
+  std::set<std::string> commits;
+  for (const auto& [k, size] : keys) {
+    if (k.ends_with("/" + std::string(kManifestName))) commits.insert(k.substr(0, k.size() - std::strlen(kManifestName) - 1));
+  }
+  // RL step 3 is committed and the latest pointer names it.
+  ASSERT_TRUE(commits.count("ckpt/step-00000003-sft-000010")) << testing::read_file(tmp.file("list.json"));
+  EXPECT_TRUE(keys.count("ckpt/latest"));
+  EXPECT_NE(aws_get(server, prefix + "/ckpt/latest", tmp).find("ckpt/step-00000003-sft-000010"), std::string::npos);
+  // The manifest the CLI reads back lists shards that are in the bucket with those sizes.
+  nlohmann::json manifest = nlohmann::json::parse(aws_get(server, prefix + "/ckpt/step-00000003-sft-000010/" + kManifestName, tmp));
+  int shards = 0;
+  for (const auto& entry : manifest["objects"]) {
+    std::string key = "ckpt/step-00000003-sft-000010/" + entry["name"].get<std::string>();
+    ASSERT_TRUE(keys.count(key)) << key << " is in the manifest but not in the bucket";
+    EXPECT_EQ(keys[key], entry["size"].get<int64_t>()) << key;
+    ++shards;
+  }
+  EXPECT_GE(shards, 3) << manifest.dump();  // model weights, optimizer, trainer state
+  EXPECT_NE(testing::read_file(tmp.file("s3-1.log")).find("stopped after RL step 3"), std::string::npos);
+
+  // Rerun: resumes from the bucket and reproduces the uninterrupted curve.
+  ASSERT_EQ(run({bin(), "train", s3_cfg, "--run-dir", tmp.file("s3"), "--no-plot"}, env, tmp.file("s3-2.log"), 120), 0)
+      << tail(tmp.file("s3-2.log"));
+  std::string log2 = testing::read_file(tmp.file("s3-2.log"));
+  EXPECT_NE(log2.find("store " + uri + ", resumed"), std::string::npos) << tail(tmp.file("s3-2.log"));
+  nlohmann::json summary = nlohmann::json::parse(testing::read_file(tmp.file("s3/summary.json")));
+  EXPECT_EQ(summary["steps"]["rl"], 6);
+  EXPECT_EQ(summary["steps"]["sft"], 10);
+  std::vector<nlohmann::json> full = curve(tmp.file("full")), resumed = curve(tmp.file("s3"));
+  ASSERT_EQ(full.size(), 16u);  // 10 SFT + 6 RL rows
+  ASSERT_EQ(resumed.size(), full.size());
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(resumed[i], full[i]) << "row " << i;
+  keys = aws_list(server, prefix, tmp);
+  EXPECT_EQ(keys.count("ckpt/step-00000006-sft-000010/" + std::string(kManifestName)), 1u)
+      << testing::read_file(tmp.file("list.json"));
+}
+
+// Processes whose command line holds `needle` (the rollout workers the killed trainer forked).
+int processes_with(const std::string& needle) {
+  int n = 0;
+  DIR* d = ::opendir("/proc");
+  if (!d) return 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    if (cmd.find(needle) != std::string::npos) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+std::set<uint64_t> weight_versions(const std::map<std::string, int64_t>& keys) {
+  std::set<uint64_t> v;
+  std::regex re("weights/v([0-9]{8})/manifest\\.moerl\\.json");
+  for (const auto& [k, size] : keys) {
+    std::smatch m;
+    if (std::regex_match(k, m, re)) v.insert(std::stoull(m[1]));
+  }
+  return v;
+}
+
+TEST(TrainOnS3, AsyncWeightVersionsGoToTheBucketAndAKilledTrainerResumesFromIt) {
+  if (bin().empty()) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
+  auto& server = testing::shared_s3_server();
+  TempDir tmp;
+  runtime::RedisServer redis = runtime::RedisServer::start(tmp.file("redis"), Deadline::after_seconds(15));
+  std::string uri = testing::fresh_s3_uri("train-async");
+  std::string prefix = uri.substr(std::string("s3://").size() + std::string(testing::S3TestServer::kBucket).size() + 1);
+  std::string cfg = write_config(
+      tmp, "async.toml",
+      std::string(kAsyncJob) + "[runtime]\nmode = \"async\"\nqueue_url = \"" + redis.url() +
+          "\"\nnamespace = \"s3train\"\ntasks_per_lease = 2\nlease_seconds = 2\nmax_staleness = 4\n"
+          "stale_policy = \"regenerate\"\ndrain_seconds = 3\ndrain_margin_seconds = 0.5\ncall_timeout_seconds = 10\n"
+          "[store]\nuri = \"" + uri + "\"\n");
+  std::string run_dir = tmp.file("run");
+  auto env = s3_env(server);
+  std::vector<std::string> argv = {bin(), "train", cfg, "--mode", "async", "--run-dir", run_dir, "--no-plot"};
+
+  // First run: kill -9 once a checkpoint is committed (the rollout workers get SIGTERM and drain).
+  pid_t trainer = spawn(argv, env, tmp.file("run-1.log"));
+  bool committed = false;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60); std::chrono::steady_clock::now() < end;) {
+    if (tail(tmp.file("run-1.log")).find("checkpoint: committed ckpt/step-") != std::string::npos) {
+      committed = true;
+      break;
+    }
+    int status = 0;
+    if (::waitpid(trainer, &status, WNOHANG) == trainer) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(committed) << tail(tmp.file("run-1.log"));
+  ::kill(trainer, SIGKILL);
+  ::waitpid(trainer, nullptr, 0);
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       processes_with("rollout " + run_dir) > 0 && std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(processes_with("rollout " + run_dir), 0) << "rollout workers outlived their trainer";
+
+  std::map<std::string, int64_t> keys = aws_list(server, prefix, tmp);
+  std::set<uint64_t> before = weight_versions(keys);
+  ASSERT_FALSE(before.empty()) << "no weight version in the bucket: " << testing::read_file(tmp.file("list.json"));
+  char vkey[64];
+  std::snprintf(vkey, sizeof(vkey), "weights/v%08llu/", static_cast<unsigned long long>(*before.rbegin()));
+  EXPECT_TRUE(keys.count(std::string(vkey) + "model.safetensors"));
+  EXPECT_TRUE(keys.count("ckpt/latest"));
+  // The AWS CLI reads a published version's manifest.
+  nlohmann::json wm = nlohmann::json::parse(aws_get(server, prefix + "/" + vkey + kManifestName, tmp));
+  EXPECT_EQ(wm["extra"]["kind"], "policy-weights") << wm.dump();
+
+  // Rerun: resumes at the committed step, finishes, nothing lost, later versions published.
+  int rc = run(argv, env, tmp.file("run-2.log"), 120);
+  ASSERT_EQ(rc, 0) << tail(tmp.file("run-2.log"));
+  std::smatch m;
+  std::string log2 = testing::read_file(tmp.file("run-2.log"));
+  ASSERT_TRUE(std::regex_search(log2, m, std::regex("resumed at step ([0-9]+)"))) << tail(tmp.file("run-2.log"));
+  int64_t resumed_at = std::stoll(m[1]);
+  EXPECT_GE(resumed_at, 2);
+  EXPECT_EQ(resumed_at % 2, 0);
+  nlohmann::json summary = nlohmann::json::parse(testing::read_file(run_dir + "/summary.json"));
+  EXPECT_EQ(summary["steps"]["rl"], 8);
+  EXPECT_EQ(summary["accounting"]["lost"], 0) << summary.dump(2);
+  std::set<uint64_t> after = weight_versions(aws_list(server, prefix, tmp));
+  ASSERT_FALSE(after.empty());
+  EXPECT_GT(*after.rbegin(), *before.rbegin());
+  EXPECT_GE(*after.rbegin(), 8u);
+  EXPECT_LE(after.size(), 3u) << "publisher keeps the newest 3 versions";
+}
+
+}  // namespace
+}  // namespace moerl::store
