@@ -1,0 +1,140 @@
+// The local rehearsal (scripts/rehearse-deploy.sh) in `make test`: examples/deploy/small is
+// rendered, the trainer, 2 rollout workers and Redis run as local processes with the argv and
+// env read back from the YAML, and the job must train (summary, every step, nothing lost, a
+// reward per step, checkpoints and weight versions in the S3 test server). A rehearsal that
+// misses its deadline or is interrupted must leave no process behind.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "deploy/test_util.h"
+
+namespace moerl::deploy {
+namespace {
+
+using testing::run_command;
+
+std::string script() { return testing::source_dir() + "/scripts/rehearse-deploy.sh"; }
+
+bool tools_present() {
+  return std::filesystem::exists(testing::source_dir() + "/tools/k8s-schemas/node_modules") &&
+         std::filesystem::exists(testing::source_dir() + "/tools/s3/node_modules") &&
+         run_command("command -v redis-server && command -v node && command -v python3").status == 0;
+}
+
+// Processes whose command line or working directory is inside `dir`.
+std::vector<std::string> processes_in(const std::string& dir) {
+  std::vector<std::string> found;
+  DIR* d = ::opendir("/proc");
+  if (!d) return found;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string base = std::string("/proc/") + e->d_name;
+    std::ifstream in(base + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    std::error_code ec;
+    std::string cwd = std::filesystem::read_symlink(base + "/cwd", ec).string();
+    if (cmd.find(dir) != std::string::npos || (!ec && cwd.rfind(dir, 0) == 0)) found.push_back(std::string(e->d_name) + ": " + cmd);
+  }
+  ::closedir(d);
+  return found;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + "\n";
+  return s;
+}
+
+TEST(Rehearsal, RenderedSmallExampleTrainsAsLocalProcesses) {
+  const std::string bin = env::get_or("MOERL_BIN", "");
+  if (bin.empty() || !std::filesystem::exists(bin)) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
+  ASSERT_TRUE(tools_present()) << "redis-server, node, python3 and tools/*/node_modules are needed (scripts/install-deps.sh)";
+  std::string work = testing::temp_dir("rehearse");
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run_command("MOERL_BIN='" + bin + "' bash " + script() + " --work " + work + " --timeout 150");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.status, 0) << r.output;
+  // The roles ran the rendered commands: the trainer and rollout subcommands on the ConfigMap's
+  // app.toml, the queue URL with the Secret's password pointed at the local Redis, which runs
+  // with the StatefulSet's AOF flags.
+  EXPECT_NE(r.output.find("trainer: " + bin + " trainer " + work + "/app.toml --set runtime.queue_url=redis://:<secret>@127.0.0.1:"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rollout x2: " + bin + " rollout " + work + "/app.toml --set runtime.queue_url=redis://:<secret>@127.0.0.1:"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--appendonly yes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--requirepass <secret>"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("store: s3://moerl-example-artifacts/runs/small unchanged"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rehearse-deploy: trained: 4 RL steps, accounting.lost 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rollout-0 exited 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rollout-1 exited 0"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(work)) << "the rehearsal left its work directory";
+  EXPECT_EQ(joined(processes_in(work)), "");
+  std::printf("rehearsal took %.1f s\n", secs);
+}
+
+TEST(Rehearsal, MissedDeadlineOrInterruptLeavesNoProcessBehind) {
+  const std::string bin = env::get_or("MOERL_BIN", "");
+  if (bin.empty() || !std::filesystem::exists(bin)) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
+  ASSERT_TRUE(tools_present());
+  // A job far too long for its deadline: fails, stops everything, shows the logs.
+  std::string work = testing::temp_dir("rehearse-deadline");
+  auto r = run_command("MOERL_BIN='" + bin + "' bash " + script() + " --work " + work +
+                       " --timeout 8 --set train.steps=100000");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("trainer still running at the deadline"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("----- trainer:"), std::string::npos) << r.output;
+  EXPECT_EQ(joined(processes_in(work)), "");
+
+  // SIGTERM to the script while the roles run (what ctest's timeout or Ctrl-C does).
+  work = testing::temp_dir("rehearse-sigterm");
+  std::string log = work + ".log";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::setenv("MOERL_BIN", bin.c_str(), 1);
+    std::string s = script();
+    ::execlp("bash", "bash", s.c_str(), "--work", work.c_str(), "--timeout", "120", "--set", "train.steps=100000",
+             static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  bool running = false;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60); std::chrono::steady_clock::now() < end;) {
+    if (testing::read_file(log).find("rollout env (rendered)") != std::string::npos) {
+      running = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(running) << testing::read_file(log);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_GE(processes_in(work).size(), 4u) << "expected redis, S3 server, trainer and rollout workers running";
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  int waited = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0 && waited < 300) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ++waited;
+  }
+  ASSERT_LT(waited, 300) << "the rehearsal did not stop within 30 s of SIGTERM";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << testing::read_file(log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(joined(processes_in(work)), "") << testing::read_file(log);
+  EXPECT_FALSE(std::filesystem::exists(work));
+  std::filesystem::remove(log);
+}
+
+}  // namespace
+}  // namespace moerl::deploy
