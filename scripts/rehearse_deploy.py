@@ -38,9 +38,12 @@ SCALE_DOWN = [
     "model.hidden_size=32", "model.num_hidden_layers=1", "model.num_attention_heads=2",
     "model.num_key_value_heads=1", "model.num_experts=8", "model.num_experts_per_tok=2",
     "model.moe_intermediate_size=32", "model.max_position_embeddings=256",
-    "algorithm.group_size=4", "rollout.prompts_per_step=4", "rollout.max_new_tokens=8",
+    "algorithm.group_size=4", "rollout.prompts_per_step=4", "rollout.max_new_tokens=16",
     "train.steps=4", "train.checkpoint_every=2", "train.micro_batch_size=64",
     "train.eval_prompts=8", "train.threads=1",
+    # A model this small, from scratch, earns no reward at all: a short SFT warm start and
+    # the task's format reward give the RL steps a non-zero signal to train on.
+    "train.sft_steps=40", "task.format_reward=0.2",
 ]
 
 
@@ -328,6 +331,8 @@ def check_trained(a, work, moerl, store, env):
         problems.append(f"accounting.lost = {summary['accounting'].get('lost')}")
     if len(rows) != steps or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in rewards):
         problems.append(f"metrics.jsonl has {len(rows)} RL rows with rewards {rewards}, expected {steps}")
+    elif max(rewards) <= 0 and summary["eval"]["sft"] <= 0:
+        problems.append(f"no reward signal at all (RL rewards {rewards}, eval after SFT {summary['eval']['sft']})")
     r = subprocess.run([moerl, "store", "ls", store + "/"],
                        capture_output=True, text=True, env=env)
     listing = r.stdout
