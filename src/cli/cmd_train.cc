@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/env.h"
 #include "base/error.h"
 #include "cli/command.h"
 #include "train/async_job.h"
@@ -20,7 +21,9 @@ static int run_train(Args& args) {
         "  summary.json, plot.png, config.toml and checkpoints into the run dir (default\n"
         "  runs/<config name>). An existing checkpoint there is resumed unless --fresh.\n"
         "  --mode (default: [runtime] mode) async runs the trainer and rollout.num_workers workers\n"
-        "  (threads; local `moerl rollout` processes when runtime.queue_url is redis://).\n");
+        "  (threads; local `moerl rollout` processes when runtime.queue_url is redis://).\n"
+        "  Expert parallel ([ep] size = N, backend = \"fabric\"): run under `moerl launch -n N -- moerl\n"
+        "  train ...`; each rank holds 1/N of the experts and a replica of the rest (sync mode).\n");
     return 0;
   }
   std::vector<std::string> overrides = args.values("--set");
@@ -33,9 +36,15 @@ static int run_train(Args& args) {
   args.finish();
   if (mode) overrides.push_back("runtime.mode=\"" + *mode + "\"");
   train::JobConfig cfg = train::JobConfig::load(config, overrides);
+  if (cfg.ep_size > 1 && cfg.runtime.mode == runtime::RunMode::kAsync) {
+    throw Error("train: ep.size=" + std::to_string(cfg.ep_size) + " runs in runtime.mode=\"sync\" only",
+                "use --mode sync (expert parallelism in async roles is not built)");
+  }
   train::JobOptions opts;
   opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
-  if (fresh) std::filesystem::remove_all(opts.run_dir);
+  // Under `moerl launch` every rank shares the run dir: only rank 0 clears it (the others
+  // start after its rendezvous, which happens after this).
+  if (fresh && env::rendezvous().rank == 0) std::filesystem::remove_all(opts.run_dir);
   opts.plot = !no_plot;
   opts.stop_after_rl_steps = stop_after;
   nlohmann::json summary = cfg.runtime.mode == runtime::RunMode::kAsync ? train::run_async_job(cfg, opts)

@@ -12,15 +12,29 @@ namespace moerl::model {
 
 const char* finish_reason_name(FinishReason r) { return r == FinishReason::kEos ? "eos" : "length"; }
 
+namespace {
+GenerateFastPath g_fast_path;
+}  // namespace
+
+void set_generate_fast_path(GenerateFastPath path) { g_fast_path = path; }
+
 std::vector<Generation> generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                                  const GenerateConfig& config) {
+  if (g_fast_path.accepts && g_fast_path.accepts(model, config)) return g_fast_path.run(model, prompts, config);
   config.sampling.validate();
   if (config.max_new_tokens < 0) {
     throw Error("max_new_tokens=" + std::to_string(config.max_new_tokens) + " must be >= 0", "");
   }
   const int64_t B = static_cast<int64_t>(prompts.size());
   std::vector<Generation> out(B);
-  if (B == 0 || config.max_new_tokens == 0) return out;
+  if (config.max_new_tokens == 0) return out;
+  if (B == 0) {
+    if (config.all_done) {
+      throw Error("lockstep generation got no prompts on this rank",
+                  "give every expert-parallel rank at least one prompt (shard prompts so each gets one)");
+    }
+    return out;
+  }
   int64_t Tp = 0;
   for (size_t b = 0; b < prompts.size(); ++b) {
     if (prompts[b].empty()) {
@@ -61,7 +75,9 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
         ++num_done;
       }
     }
-    if (num_done == B || step + 1 == config.max_new_tokens) break;
+    if (step + 1 == config.max_new_tokens) break;
+    const bool finished = config.all_done ? config.all_done(num_done == B) : num_done == B;
+    if (finished) break;
     // Finished rows keep stepping with a masked pad token (batch shape stays fixed).
     at::Tensor next = tok.clone();
     for (int64_t b = 0; b < B; ++b) {

@@ -8,10 +8,12 @@
 //   out[0].tokens, out[0].logprobs, out[0].finish == FinishReason::kEos
 //
 // Runs under inference mode (no autograd graph). Not thread-safe for one Model.
-// Deterministic for a fixed seed, batch and model. Errors: empty prompts, ids out of range.
+// Deterministic for a fixed seed, batch and model. Errors: empty prompts, ids out of range,
+// no prompts on a rank under lockstep (all_done set).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/model.h"
@@ -28,6 +30,11 @@ struct GenerateConfig {
   uint64_t seed = 0;
   std::vector<int64_t> eos_ids;  // empty: stop only on length
   int64_t pad_id = 0;            // fills left padding (masked out, never attended)
+  // Expert-parallel lockstep: dispatch/combine are collective, so every rank must make the
+  // same number of forward calls. Given whether all of this rank's rows are finished, returns
+  // whether every rank's are (called once per decode step on every rank). Null: this rank
+  // alone decides. Ranks may hold different numbers of rows (at least one each).
+  std::function<bool(bool)> all_done;
 };
 
 struct Generation {
@@ -39,5 +46,15 @@ struct Generation {
 
 std::vector<Generation> generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                                  const GenerateConfig& config);
+
+// A device fast path (model/cuda installs the CUDA-graph one): generate() hands a call to
+// `run` when `accepts` says the model and settings are within it, so callers (rollout,
+// evaluation) stay device-agnostic. Install once at startup, before any generate().
+struct GenerateFastPath {
+  bool (*accepts)(const Model& model, const GenerateConfig& config) = nullptr;
+  std::vector<Generation> (*run)(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                                 const GenerateConfig& config) = nullptr;
+};
+void set_generate_fast_path(GenerateFastPath path);
 
 }  // namespace moerl::model

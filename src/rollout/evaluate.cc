@@ -12,7 +12,11 @@ EvalResult evaluate(model::Model& policy, const model::Tokenizer& tok, const tas
                     tasks::RewardFn& reward, const EvalConfig& cfg) {
   double t0 = now_seconds();
   EvalResult res;
-  std::vector<tasks::TaskItem> items = task.items(tasks::Split::kHeldOut, 0, cfg.num_prompts);
+  std::vector<tasks::TaskItem> items;
+  std::vector<tasks::TaskItem> all = task.items(tasks::Split::kHeldOut, 0, cfg.num_prompts);
+  for (size_t i = static_cast<size_t>(cfg.shard); i < all.size(); i += static_cast<size_t>(cfg.num_shards)) {
+    items.push_back(all[i]);
+  }
   double sum = 0;
   int64_t exact = 0;
   for (size_t begin = 0; begin < items.size(); begin += cfg.batch_size) {
@@ -25,6 +29,7 @@ EvalResult evaluate(model::Model& policy, const model::Tokenizer& tok, const tas
     gc.sampling.greedy = true;
     gc.eos_ids = {tok.eos_id()};
     gc.pad_id = tok.pad_id();
+    gc.all_done = cfg.all_done;
     std::vector<model::Generation> gens = model::generate(policy, prompts, gc);
     std::vector<std::string> completions;
     for (const auto& g : gens) completions.push_back(completion_text(tok, g.tokens));

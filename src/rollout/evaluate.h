@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -19,12 +20,17 @@ struct EvalConfig {
   int64_t num_prompts = 200;
   int64_t max_new_tokens = 16;
   int64_t batch_size = 256;
+  // Expert-parallel ranks: this rank scores items shard, shard + num_shards, ... (the caller
+  // sums the results over ranks); all_done keeps generation in lockstep (model/generate.h).
+  int64_t shard = 0;
+  int64_t num_shards = 1;
+  std::function<bool(bool)> all_done;
 };
 
 struct EvalResult {
   double mean_reward = 0;
   double exact_fraction = 0;  // share of prompts with reward >= 1
-  int64_t num_prompts = 0;
+  int64_t num_prompts = 0;  // scored here (this shard)
   double seconds = 0;
 };
 

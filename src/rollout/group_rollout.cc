@@ -61,6 +61,7 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
   gc.seed = seed;
   gc.eos_ids = {tokenizer_.eos_id()};
   gc.pad_id = tokenizer_.pad_id();
+  gc.all_done = cfg_.all_done;
   double t0 = now_seconds();
   std::vector<model::Generation> gens = model::generate(policy_, prompts, gc);
   double gen_s = now_seconds() - t0;

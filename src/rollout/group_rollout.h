@@ -13,6 +13,7 @@
 // Not thread-safe (borrows one Model). Errors: prompts outside the tokenizer's vocabulary.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ namespace moerl::rollout {
 struct RolloutConfig {
   int64_t max_new_tokens = 16;
   model::SamplingConfig sampling;
+  std::function<bool(bool)> all_done;  // EP lockstep (model::GenerateConfig::all_done); null: one rank
 };
 
 class GroupRollout {

@@ -2,11 +2,15 @@
 
 #include <ATen/Parallel.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "base/deadline.h"
+#include "base/env.h"
 #include "base/error.h"
 #include "base/jsonl.h"
 #include "base/log.h"
@@ -19,6 +23,8 @@
 #include "store/object_store.h"
 #include "io/tensor_io.h"
 #include "train/checkpoint.h"
+#include "train/dp_sync.h"
+#include "train/ep_checkpoint.h"
 #include "train/reward_model.h"
 
 namespace moerl::train {
@@ -28,6 +34,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kCheckpointRoot = "ckpt";
+constexpr double kEpTimeoutS = 120;  // every collective wait of an EP job
 
 uint64_t mix_seed(uint64_t seed, uint64_t stream, uint64_t step) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ step;
@@ -56,7 +63,12 @@ struct Job {
   std::unique_ptr<model::Model> reference;
   std::unique_ptr<store::ObjectStore> store;
   std::unique_ptr<PolicyTrainer> trainer;
-  std::unique_ptr<metrics::JsonlWriter> metrics;
+  std::unique_ptr<metrics::JsonlWriter> metrics;  // rank 0 only
+  // Expert parallelism (ep.size > 1, under `moerl launch`): the EP group the model's MoE
+  // blocks use, and the data-parallel group of the dense replicas. Null on one rank.
+  std::shared_ptr<ep::Group> ep_group;
+  std::shared_ptr<DataParallel> dp;
+  int rank = 0, world = 1;
   TrainerState state;
   // Accumulated over this process's RL steps, for throughput.
   double rl_seconds = 0, gen_seconds = 0, train_seconds = 0;
@@ -65,10 +77,81 @@ struct Job {
 
   Job(const JobConfig& c, JobOptions o) : cfg(c), opts(std::move(o)) {}
 
+  bool lead() const { return rank == 0; }
+  ProgressOptions progress_options(int64_t initial_step) const {
+    ProgressOptions o;
+    o.style = lead() ? ProgressStyle::kAuto : ProgressStyle::kOff;  // one display: rank 0's
+    o.initial_step = initial_step;
+    o.unit = "step";
+    return o;
+  }
+  std::function<bool(bool)> lockstep() { return dp ? dp->all_done_fn() : nullptr; }
+
+  // ep.size > 1: check the launch, then join the EP group and the data-parallel group.
+  void setup_ep() {
+    const env::Rendezvous rdv = env::rendezvous();
+    const std::string R = std::to_string(cfg.ep_size);
+    if (cfg.ep_size == 1) {
+      if (rdv.world_size > 1) {
+        throw Error("train: WORLD_SIZE=" + std::to_string(rdv.world_size) +
+                        " but ep.size=1: every rank would run the whole job into the same run dir",
+                    "set [ep] size = " + std::to_string(rdv.world_size) + " (--set ep.size=" +
+                        std::to_string(rdv.world_size) + "), or run `moerl train` without `moerl launch`");
+      }
+      return;
+    }
+    if (rdv.world_size != cfg.ep_size) {
+      throw Error("train: ep.size=" + R + " needs " + R + " ranks but WORLD_SIZE=" + std::to_string(rdv.world_size),
+                  "start one process per EP rank: moerl launch -n " + R + " -- moerl train CONFIG.toml ...");
+    }
+    if (cfg.ep_backend == "loopback") {
+      throw Error("train: ep.size=" + R + " with ep.backend=\"loopback\" (one rank only)",
+                  "set [ep] backend = \"fabric\" (or \"alltoall\", the c10d baseline)");
+    }
+    auto divisible = [&](const char* key, int64_t v) {
+      if (v % cfg.ep_size != 0) {
+        throw Error("train: " + std::string(key) + "=" + std::to_string(v) + " must be a multiple of ep.size=" + R +
+                        " (each rank takes an equal share, and the ranks' forward calls must match)",
+                    std::string("set ") + key + " to a multiple of " + R);
+      }
+    };
+    divisible("rollout.prompts_per_step", cfg.rollout.prompts_per_step);
+    if (cfg.train.sft_steps > 0) divisible("train.sft_batch_size", cfg.train.sft_batch_size);
+    divisible("train.eval_prompts", cfg.train.eval_prompts);
+    io::HfConfig arch = cfg.model.init == "random"
+                            ? cfg.model.arch
+                            : io::HfConfig::load((fs::path(cfg.model.init) / "config.json").string());
+    // Buffers for the largest forward: rows of a micro-batch, a rollout or an eval batch,
+    // each at most max_position_embeddings tokens.
+    const int64_t rl_rows = cfg.rollout.prompts_per_step / cfg.ep_size * cfg.loss.group_size;
+    const int64_t mb = cfg.train.trainer.micro_batch_size;
+    int64_t rows = std::max({std::min(mb, rl_rows), rl_rows,
+                             std::min<int64_t>(rollout::EvalConfig{}.batch_size, cfg.train.eval_prompts / cfg.ep_size)});
+    if (cfg.train.sft_steps > 0) rows = std::max(rows, std::min(mb, cfg.train.sft_batch_size / cfg.ep_size));
+    ep::Config ec;
+    ec.backend = ep::parse_backend(cfg.ep_backend);
+    ec.mode = ep::Mode::kNormal;
+    ec.hidden = arch.hidden_size;
+    ec.max_topk = arch.num_experts_per_tok;
+    ec.max_tokens_per_rank = rows * arch.max_position_embeddings;
+    ec.timeout_s = kEpTimeoutS;
+    ep_group = ep::make_group(ec, arch.num_experts);
+    dp = DataParallel::join(kEpTimeoutS);
+    rank = dp->rank();
+    world = dp->world_size();
+    MOERL_LOG(INFO) << "train: rank " << rank << " of " << world << ", ep backend " << cfg.ep_backend
+                    << ", experts " << rank * arch.num_experts / world << ".."
+                    << (rank + 1) * arch.num_experts / world - 1 << ", buffers for " << ec.max_tokens_per_rank
+                    << " tokens";
+  }
+
   void setup() {
+    setup_ep();
     fs::create_directories(opts.run_dir);
-    write_text_atomic(fs::path(opts.run_dir) / "config.toml", cfg.effective_toml);
+    if (lead()) write_text_atomic(fs::path(opts.run_dir) / "config.toml", cfg.effective_toml);
     if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
+    model::ModelOptions mo = cfg.model.options(/*rollout=*/false);
+    mo.ep_group = ep_group;
     if (cfg.model.init == "random") {
       tok = std::make_unique<model::CharTokenizer>();
       io::HfConfig arch = cfg.model.arch;
@@ -77,17 +160,22 @@ struct Job {
       arch.eos_token_id = tok->eos_id();
       arch.pad_token_id = tok->pad_id();
       arch.validate("[model]");
-      policy = std::make_unique<model::Model>(model::init_random(arch, cfg.model.seed));
+      policy = std::make_unique<model::Model>(model::init_random(arch, cfg.model.seed, mo));
     } else {
       tok = model::load_tokenizer(cfg.model.init);
-      policy = std::make_unique<model::Model>(model::load_model(cfg.model.init));
+      policy = std::make_unique<model::Model>(model::load_model(cfg.model.init, mo));
     }
     std::string uri = cfg.store_uri.empty() ? (fs::path(opts.run_dir) / "store").string() : cfg.store_uri;
     store = store::open_store(uri);
     trainer = std::make_unique<PolicyTrainer>(*policy, nullptr, cfg.train.trainer, tok->pad_id());
+    trainer->set_data_parallel(dp);
     bool resumed = false;
     if (opts.resume) {
-      if (auto ck = load_latest_checkpoint(*store, kCheckpointRoot, (fs::path(opts.run_dir) / "resume").string())) {
+      std::optional<LoadedCheckpoint> loaded =
+          dp ? load_ep_checkpoint(*store, kCheckpointRoot,
+                                  (fs::path(opts.run_dir) / ("resume-rank" + std::to_string(rank))).string(), *dp)
+             : load_latest_checkpoint(*store, kCheckpointRoot, (fs::path(opts.run_dir) / "resume").string());
+      if (auto& ck = loaded) {
         restore(*ck, *policy, *trainer);
         state = ck->state;
         resumed = true;
@@ -102,16 +190,19 @@ struct Job {
         }
       }
     }
-    metrics = std::make_unique<metrics::JsonlWriter>(
-        (fs::path(opts.run_dir) / "metrics.jsonl").string(),
-        resumed ? metrics::JsonlMode::kAppend : metrics::JsonlMode::kTruncate);
+    if (lead()) {
+      metrics = std::make_unique<metrics::JsonlWriter>(
+          (fs::path(opts.run_dir) / "metrics.jsonl").string(),
+          resumed ? metrics::JsonlMode::kAppend : metrics::JsonlMode::kTruncate);
+    }
     MOERL_LOG(INFO) << "train: " << policy->num_parameters() << " parameters, task " << cfg.task->name()
                     << ", store " << uri << (resumed ? ", resumed" : "");
   }
 
   void checkpoint() {
-    std::string prefix = save_checkpoint(*store, kCheckpointRoot, state, *policy, *tok, *trainer,
-                                         cfg.train.keep_checkpoints);
+    std::string prefix =
+        dp ? save_ep_checkpoint(*store, kCheckpointRoot, state, *policy, *tok, *trainer, cfg.train.keep_checkpoints, *dp)
+           : save_checkpoint(*store, kCheckpointRoot, state, *policy, *tok, *trainer, cfg.train.keep_checkpoints);
     MOERL_LOG(INFO) << "checkpoint: committed " << prefix;
   }
 
@@ -129,16 +220,21 @@ struct Job {
     if (state.sft_step >= t.sft_steps) return;
     LrSchedule sched{.lr = t.sft_lr, .warmup_steps = std::min<int64_t>(10, t.sft_steps / 10),
                      .total_steps = t.sft_steps, .min_lr_ratio = 0.1};
-    Progress progress("sft", t.sft_steps, {.initial_step = state.sft_step, .unit = "step"});
+    Progress progress("sft", t.sft_steps, progress_options(state.sft_step));
     while (state.sft_step < t.sft_steps) {
       std::vector<runtime::Sample> batch;
-      for (const auto& it : cfg.task->items(tasks::Split::kTrain, state.cursor, t.sft_batch_size)) {
-        batch.push_back(sft_sample(it));
+      std::vector<tasks::TaskItem> items = cfg.task->items(tasks::Split::kTrain, state.cursor, t.sft_batch_size);
+      for (size_t i = static_cast<size_t>(rank); i < items.size(); i += static_cast<size_t>(world)) {
+        batch.push_back(sft_sample(items[i]));  // rank r takes items r, r+R, ...
       }
       state.cursor += t.sft_batch_size;
       StepStats st = trainer->sft_step(batch, sched.at(state.sft_step));
       ++state.sft_step;
-      metrics->write({{"phase", "sft"}, {"sft_step", state.sft_step}, {"loss", st.loss},
+      if (dp) {
+        std::vector<double> m = dp->mean({st.loss, st.aux_loss, st.seconds});
+        st.loss = m[0], st.aux_loss = m[1], st.seconds = m[2];
+      }
+      if (metrics) metrics->write({{"phase", "sft"}, {"sft_step", state.sft_step}, {"loss", st.loss},
                       {"aux_loss", st.aux_loss}, {"grad_norm", st.grad_norm}, {"lr", st.lr},
                       {"seconds", st.seconds}});
       progress.update(state.sft_step, {{"loss", st.loss}});
@@ -149,11 +245,46 @@ struct Job {
 
   rollout::EvalResult eval(const char* label) {
     rollout::EvalConfig ec{.num_prompts = cfg.train.eval_prompts,
-                           .max_new_tokens = cfg.rollout.gen.max_new_tokens};
+                           .max_new_tokens = cfg.rollout.gen.max_new_tokens,
+                           .shard = rank,
+                           .num_shards = world,
+                           .all_done = lockstep()};
     rollout::EvalResult e = rollout::evaluate(*policy, *tok, *cfg.task, *cfg.reward, ec);
+    if (dp) {  // every rank scored its shard: sum, then the means over all prompts
+      const double n = static_cast<double>(e.num_prompts);
+      std::vector<double> s = dp->sum({e.mean_reward * n, e.exact_fraction * n, n, e.seconds});
+      e.num_prompts = static_cast<int64_t>(s[2]);
+      e.mean_reward = s[0] / std::max(1.0, s[2]);
+      e.exact_fraction = s[1] / std::max(1.0, s[2]);
+      e.seconds = s[3] / world;
+    }
     MOERL_LOG(INFO) << "eval " << label << ": mean reward " << e.mean_reward << ", exact "
                     << e.exact_fraction << " over " << e.num_prompts << " held-out prompts (" << e.seconds << " s)";
     return e;
+  }
+
+  // One rank's step statistics -> the whole step's: losses and token means averaged over
+  // ranks (each rank's loss is normalised over its own batch: the objective is their mean),
+  // reward mean/std over all samples, samples and tokens summed, phase times averaged.
+  void average_over_ranks(StepStats& st, int64_t& resp_tokens, int64_t& all_tokens, double t0, double& t1,
+                          double& t2) {
+    const double n = static_cast<double>(st.num_samples);
+    const double sum = st.reward_mean * n, sumsq = st.reward_std * st.reward_std * (n - 1) + n * st.reward_mean * st.reward_mean;
+    std::vector<double> s = dp->sum({sum, sumsq, n, static_cast<double>(resp_tokens), static_cast<double>(all_tokens),
+                                     st.response_len * n, st.loss, st.pg_loss, st.value_loss, st.kl, st.entropy,
+                                     st.aux_loss, st.clip_frac, st.approx_kl, st.behav_weight, t1 - t0, t2 - t1});
+    const double N = std::max(1.0, s[2]), R = world;
+    st.num_samples = static_cast<int64_t>(s[2]);
+    st.reward_mean = s[0] / N;
+    st.reward_std = N > 1 ? std::sqrt(std::max(0.0, (s[1] - N * st.reward_mean * st.reward_mean) / (N - 1))) : 0.0;
+    resp_tokens = static_cast<int64_t>(s[3]);
+    all_tokens = static_cast<int64_t>(s[4]);
+    st.response_len = s[5] / N;
+    st.loss = s[6] / R, st.pg_loss = s[7] / R, st.value_loss = s[8] / R, st.kl = s[9] / R;
+    st.entropy = s[10] / R, st.aux_loss = s[11] / R, st.clip_frac = s[12] / R, st.approx_kl = s[13] / R;
+    st.behav_weight = s[14] / R;
+    t1 = t0 + s[15] / R;
+    t2 = t1 + s[16] / R;
   }
 
   void rl_phase() {
@@ -164,21 +295,29 @@ struct Job {
       // origin is not kept: a resumed run re-anchors on its restored policy).
       model::Params copy;
       for (const auto& [name, p] : policy->params()) copy[name] = p.detach().clone();
-      reference = std::make_unique<model::Model>(policy->config(), std::move(copy));
+      model::ModelOptions mo;
+      mo.ep_group = ep_group;  // the same experts as this rank's policy shard
+      reference = std::make_unique<model::Model>(policy->config(), std::move(copy), mo);
       trainer = std::make_unique<PolicyTrainer>(*policy, reference.get(), cfg.train.trainer, tok->pad_id());
+      trainer->set_data_parallel(dp);
     }
-    rollout::GroupRollout gen(*policy, *tok, *cfg.reward, cfg.rollout.gen, "sync-0");
-    Progress progress("rl", t.steps, {.initial_step = state.rl_step, .unit = "step"});
+    rollout::RolloutConfig rc = cfg.rollout.gen;
+    rc.all_done = lockstep();
+    rollout::GroupRollout gen(*policy, *tok, *cfg.reward, rc, "sync-" + std::to_string(rank));
+    Progress progress("rl", t.steps, progress_options(state.rl_step));
     while (state.rl_step < t.steps) {
       double t0 = now_seconds();
       std::vector<runtime::TaskUnit> units;
       for (int64_t i = 0; i < cfg.rollout.prompts_per_step; ++i) {
-        units.push_back(rollout::make_task_unit(cfg.task->item(tasks::Split::kTrain, state.cursor), *tok,
-                                                static_cast<uint32_t>(G), state.cursor));
+        if (i % world == rank) {  // rank r takes prompts r, r+R, ...; a group stays on one rank
+          units.push_back(rollout::make_task_unit(cfg.task->item(tasks::Split::kTrain, state.cursor), *tok,
+                                                  static_cast<uint32_t>(G), state.cursor));
+        }
         ++state.cursor;
       }
       std::vector<runtime::ExperienceRecord> records =
-          gen.run(units, mix_seed(t.seed, 1, state.rl_step), state.policy_version);
+          gen.run(units, mix_seed(t.seed, 1 + (static_cast<uint64_t>(rank) << 32), state.rl_step),
+                  state.policy_version);
       double t1 = now_seconds();
       StepStats st = trainer->train_step(records);
       double t2 = now_seconds();
@@ -189,6 +328,7 @@ struct Job {
         resp_tokens += runtime::total_response_tokens(r);
         for (const auto& s : r.samples) all_tokens += s.prompt_tokens.size() + s.response_tokens.size();
       }
+      if (dp) average_over_ranks(st, resp_tokens, all_tokens, t0, t1, t2);
       rl_seconds += t2 - t0;
       gen_seconds += t1 - t0;
       train_seconds += t2 - t1;
@@ -207,7 +347,7 @@ struct Job {
         rollout::EvalResult e = eval("periodic");
         row["eval_reward"] = e.mean_reward;
       }
-      metrics->write(row);
+      if (metrics) metrics->write(row);
       progress.update(state.rl_step, {{"reward", st.reward_mean}, {"loss", st.loss},
                                       {"tok/s", resp_tokens / std::max(1e-9, t1 - t0)}});
       if (t.checkpoint_every > 0 && state.rl_step % t.checkpoint_every == 0 && state.rl_step < t.steps) {
@@ -237,10 +377,23 @@ struct Job {
     }
     rollout::EvalResult fin = eval("final");
     checkpoint();
-    policy->save((fs::path(opts.run_dir) / "final_model").string());
-    tok->save((fs::path(opts.run_dir) / "final_model").string());
-    if (cfg.loss.uses_critic()) {  // a PPO run's final model doubles as a reward model
-      io::save_tensors((fs::path(opts.run_dir) / "final_model" / kValueHeadFile).string(), trainer->value_head());
+    const std::string final_dir = (fs::path(opts.run_dir) / "final_model").string();
+    if (dp) {
+      save_sharded_model(final_dir, *policy, *tok, *dp);
+    } else {
+      policy->save(final_dir);
+      tok->save(final_dir);
+    }
+    if (cfg.loss.uses_critic() && lead()) {  // a PPO run's final model doubles as a reward model
+      io::save_tensors((fs::path(final_dir) / kValueHeadFile).string(), trainer->value_head());
+    }
+    int64_t num_parameters = policy->num_parameters();
+    if (dp) {  // dense once, every rank's experts
+      double experts = 0;
+      for (const auto& [name, p] : policy->params()) {
+        if (is_expert_param(name)) experts += static_cast<double>(p.numel());
+      }
+      num_parameters += static_cast<int64_t>(dp->sum({experts})[0] - experts);
     }
     double wall = now_seconds() - start;
     nlohmann::json summary = {
@@ -249,7 +402,7 @@ struct Job {
         {"adv_estimator", rl::name_of(cfg.loss.adv_estimator)},
         {"mode", "sync"},
         {"steps", {{"sft", state.sft_step}, {"rl", state.rl_step}}},
-        {"parameters", policy->num_parameters()},
+        {"parameters", num_parameters},
         {"eval",
          {{"sft", state.extra["eval_sft"]["mean_reward"]},
           {"final", fin.mean_reward},
@@ -261,6 +414,8 @@ struct Job {
           {"rollout_tokens_per_s", gen_tokens / std::max(1e-9, gen_seconds)},
           {"train_tokens_per_s", train_tokens / std::max(1e-9, train_seconds)}}},
         {"wall_s", wall}};
+    if (dp) summary["ep"] = {{"size", world}, {"backend", cfg.ep_backend}};
+    if (!lead()) return summary;  // rank 0 writes the run dir's files
     write_text_atomic(fs::path(opts.run_dir) / "summary.json", summary.dump(2) + "\n");
     if (opts.plot) {
       MetricsPlotSpec spec;

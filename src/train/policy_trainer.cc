@@ -10,6 +10,7 @@
 #include "rl/kl.h"
 #include "rl/policy_loss.h"
 #include "rl/value_loss.h"
+#include "train/dp_sync.h"
 #include "train/packed_batch.h"
 
 namespace moerl::train {
@@ -48,14 +49,21 @@ PolicyTrainer::PolicyTrainer(model::Model& policy, model::Model* reference, Trai
                 "set algorithm.kl_coef = 0 or let the job keep a frozen reference copy");
   }
   int64_t H = policy_.config().hidden_size;
-  value_w_1H_ = at::zeros({1, H}, at::kFloat).set_requires_grad(true);
-  value_b_1 = at::zeros({1}, at::kFloat).set_requires_grad(true);
+  at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(policy_.device());
+  value_w_1H_ = at::zeros({1, H}, f32).set_requires_grad(true);
+  value_b_1 = at::zeros({1}, f32).set_requires_grad(true);
   std::map<std::string, at::Tensor> params = policy_.params();
   if (cfg_.loss.uses_critic()) {
     params["value_head.weight"] = value_w_1H_;
     params["value_head.bias"] = value_b_1;
   }
+  trained_ = params;
   opt_ = std::make_unique<AdamW>(std::move(params), cfg_.adamw);
+}
+
+double PolicyTrainer::clip_gradients() {
+  if (!dp_) return opt_->clip_grad_norm(cfg_.max_grad_norm);
+  return dp_->sync_gradients(trained_, cfg_.max_grad_norm);
 }
 
 std::map<std::string, at::Tensor> PolicyTrainer::value_head() const {
@@ -105,7 +113,7 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
     }
     for (const auto& s : r.samples) rows.push_back(&s);
   }
-  PackedBatch b = pack_samples(rows, pad_id_);
+  PackedBatch b = to_device(pack_samples(rows, pad_id_), policy_.device());
   const int64_t B = b.num_rows, mb_rows = std::max<int64_t>(1, cfg_.micro_batch_size);
   const at::Tensor& mask = b.response_mask_BT;
 
@@ -179,7 +187,7 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
       st.num_tokens += static_cast<int64_t>(w);
     });
     st.lr = cfg_.schedule.at(step_);
-    st.grad_norm = opt_->clip_grad_norm(cfg_.max_grad_norm);
+    st.grad_norm = clip_gradients();
     opt_->step(st.lr);
   }
   opt_->zero_grad();
@@ -201,7 +209,7 @@ StepStats PolicyTrainer::sft_step(const std::vector<runtime::Sample>& samples, d
   double t0 = now_seconds();
   std::vector<const runtime::Sample*> rows;
   for (const auto& s : samples) rows.push_back(&s);
-  PackedBatch b = pack_samples(rows, pad_id_);
+  PackedBatch b = to_device(pack_samples(rows, pad_id_), policy_.device());
   const int64_t B = b.num_rows;
   double total = std::max(1.0, b.response_mask_BT.sum().item<double>());
   StepStats st;
@@ -221,7 +229,7 @@ StepStats PolicyTrainer::sft_step(const std::vector<runtime::Sample>& samples, d
     st.aux_loss += aux.item<double>() * scale;
   });
   st.lr = lr;
-  st.grad_norm = opt_->clip_grad_norm(cfg_.max_grad_norm);
+  st.grad_norm = clip_gradients();
   opt_->step(lr);
   opt_->zero_grad();
   st.num_samples = B;

@@ -44,6 +44,8 @@ struct StepStats {
   double seconds = 0;
 };
 
+class DataParallel;  // train/dp_sync.h
+
 class PolicyTrainer {
  public:
   PolicyTrainer(model::Model& policy, model::Model* reference, TrainerConfig cfg, int64_t pad_id);
@@ -58,8 +60,12 @@ class PolicyTrainer {
   // Value head (PPO critic on the policy trunk): "value_head.weight" [1,H], "value_head.bias" [1].
   std::map<std::string, at::Tensor> value_head() const;
   void load_value_head(const std::map<std::string, at::Tensor>& tensors);
+  // Expert-parallel data parallelism: gradients are averaged over the ranks (and clipped by
+  // the global norm) before every optimizer step. Null (the default): one rank.
+  void set_data_parallel(std::shared_ptr<DataParallel> dp) { dp_ = std::move(dp); }
 
  private:
+  double clip_gradients();
   at::Tensor advantages(const PackedBatch& b, const at::Tensor& old_values_BT,
                         const at::Tensor& ref_logp_BT, const at::Tensor& old_logp_BT, int64_t group_size);
 
@@ -70,6 +76,8 @@ class PolicyTrainer {
   at::Tensor value_w_1H_, value_b_1;
   at::Tensor returns_BT_;  // GAE returns of the batch in flight (critic only)
   std::unique_ptr<AdamW> opt_;
+  std::map<std::string, at::Tensor> trained_;  // what opt_ updates (policy + critic head)
+  std::shared_ptr<DataParallel> dp_;
   int64_t step_ = 0;
 };
 

@@ -1,0 +1,314 @@
+// Expert-parallel training (2 ranks under `moerl launch`, loopback only): a PolicyTrainer
+// step on 2 EP ranks given identical records equals the single-rank step; `moerl train`
+// with ep.size=2 commits a checkpoint one rank loads (same logits as the 2 ranks compute
+// together) and resumes from it; ep.size=2 without a launcher is a clear error.
+// Children are this test binary re-run per rank with MOERL_EP_TRAIN_CHILD=<scenario>.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/env.h"
+#include "io/tensor_io.h"
+#include "model/model.h"
+#include "model/test_util.h"
+#include "store/commit.h"
+#include "store/object_store.h"
+#include "train/dp_sync.h"
+#include "train/policy_trainer.h"
+
+namespace moerl::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string run(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf;
+  while (p && fgets(buf.data(), buf.size(), p)) out += buf.data();
+  int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+std::string self_exe() {
+  std::array<char, 4096> buf{};
+  ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  return n > 0 ? std::string(buf.data(), n) : std::string();
+}
+
+const char* child_scenario() { return std::getenv("MOERL_EP_TRAIN_CHILD"); }
+
+// Runs scenario `name` as 2 ranks of this binary under `moerl launch`.
+std::string launch_children(const std::string& name, const std::string& env, int* status) {
+  const char* bin = std::getenv("MOERL_BIN");
+  return run("MOERL_EP_TRAIN_CHILD=" + name + " " + env + " timeout 120 " + bin + " launch -n 2 -- " + self_exe() +
+                 " --gtest_filter=EpTrainChild.Run",
+             status);
+}
+
+std::shared_ptr<ep::Group> child_group(const io::HfConfig& cfg, int64_t max_tokens) {
+  ep::Config ec;
+  ec.backend = ep::Backend::kFabric;
+  ec.hidden = cfg.hidden_size;
+  ec.max_topk = cfg.num_experts_per_tok;
+  ec.max_tokens_per_rank = max_tokens;
+  ec.timeout_s = 60;
+  return ep::make_group(ec, cfg.num_experts);
+}
+
+// Two prompt groups of 4 with random tokens and rewards; the lengths do not depend on seed.
+std::vector<runtime::ExperienceRecord> records(int64_t vocab, uint64_t seed = 17) {
+  at::manual_seed(seed);
+  std::vector<runtime::ExperienceRecord> out;
+  for (int g = 0; g < 2; ++g) {
+    runtime::ExperienceRecord r;
+    r.task_id = "t" + std::to_string(g);
+    at::Tensor prompt = at::randint(3, vocab, {3 + g}, at::kLong);
+    for (int k = 0; k < 4; ++k) {
+      runtime::Sample s;
+      for (int64_t i = 0; i < prompt.numel(); ++i) s.prompt_tokens.push_back(static_cast<int32_t>(prompt[i].item<int64_t>()));
+      at::Tensor resp = at::randint(3, vocab, {2 + k % 3}, at::kLong);
+      for (int64_t i = 0; i < resp.numel(); ++i) s.response_tokens.push_back(static_cast<int32_t>(resp[i].item<int64_t>()));
+      s.behaviour_logprobs.assign(s.response_tokens.size(), 0.f);
+      s.reward = at::rand({1}).item<float>();
+      r.samples.push_back(s);
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+TrainerConfig trainer_config() {
+  TrainerConfig c;
+  c.adamw.lr = 1e-2;
+  c.adamw.weight_decay = 0.01;
+  c.schedule = {.lr = 1e-2, .kind = LrSchedule::Kind::kConstant};
+  c.max_grad_norm = 0.05;  // small, so clipping by the global norm is exercised
+  c.micro_batch_size = 3;  // 8 rows: three micro-batches
+  c.loss.group_size = 4;
+  c.loss.aux_loss_coef = 0.01;
+  return c;
+}
+
+void expect_same_params(const model::Model& ep_model, const model::Model& full, const model::Model& init) {
+  int64_t experts = 0;
+  for (const auto& [name, p] : ep_model.params()) {
+    ASSERT_TRUE(full.params().count(name)) << name;
+    EXPECT_LE(model::testing::max_abs_diff(p, full.params().at(name)), 1e-5) << name;
+    EXPECT_FALSE(at::equal(p, init.params().at(name))) << name << " did not move";
+    experts += is_expert_param(name) ? 1 : 0;
+  }
+  EXPECT_GT(experts, 0);
+}
+
+// (a) Each rank: an EP=2 trainer and a single-rank trainer on the same records, two RL steps
+// and one SFT step; parameters must agree within 1e-5.
+void child_step() {
+  const io::HfConfig cfg = model::testing::tiny_qwen3();
+  model::ModelOptions mo;
+  mo.ep_group = child_group(cfg, 256);
+  auto dp = DataParallel::join(60);
+  model::Model ep_model = model::init_random(cfg, 9, mo);
+  model::Model full = model::init_random(cfg, 9);
+  PolicyTrainer ep_trainer(ep_model, nullptr, trainer_config(), 0);
+  ep_trainer.set_data_parallel(dp);
+  PolicyTrainer one(full, nullptr, trainer_config(), 0);
+  const auto recs = records(cfg.vocab_size);
+  for (int step = 0; step < 2; ++step) {
+    StepStats a = ep_trainer.train_step(recs), b = one.train_step(recs);
+    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * std::max(1.0, b.grad_norm)) << "step " << step;
+    EXPECT_GT(b.grad_norm, trainer_config().max_grad_norm) << "clipping not exercised";
+    EXPECT_NEAR(a.loss, b.loss, 1e-5);
+  }
+  std::vector<runtime::Sample> sft;
+  for (const auto& r : recs) sft.push_back(r.samples[0]);
+  ep_trainer.sft_step(sft, 1e-2);
+  one.sft_step(sft, 1e-2);
+  expect_same_params(ep_model, full, model::init_random(cfg, 9));
+}
+
+// (a') Different records per rank (equal token counts, no router loss, which is not linear in
+// the batch): the EP step equals one single-rank step on both ranks' records together, which
+// holds only if dense gradients really are averaged across ranks.
+void child_distinct() {
+  const io::HfConfig cfg = model::testing::tiny_qwen3();
+  model::ModelOptions mo;
+  mo.ep_group = child_group(cfg, 256);
+  auto dp = DataParallel::join(60);
+  TrainerConfig tc = trainer_config();
+  tc.loss.aux_loss_coef = 0;
+  model::Model ep_model = model::init_random(cfg, 9, mo);
+  model::Model full = model::init_random(cfg, 9);
+  PolicyTrainer ep_trainer(ep_model, nullptr, tc, 0);
+  ep_trainer.set_data_parallel(dp);
+  PolicyTrainer one(full, nullptr, tc, 0);
+  std::vector<runtime::ExperienceRecord> all;
+  for (int r = 0; r < 2; ++r) {
+    for (auto& rec : records(cfg.vocab_size, 17 + r)) all.push_back(rec);
+  }
+  StepStats a = ep_trainer.train_step(records(cfg.vocab_size, 17 + dp->rank())), b = one.train_step(all);
+  EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * std::max(1.0, b.grad_norm));
+  expect_same_params(ep_model, full, model::init_random(cfg, 9));
+}
+
+// (b) Each rank loads MOERL_EP_MODEL_DIR with the EP group and writes the logits of its rows.
+void child_logits() {
+  const std::string dir = env::get("MOERL_EP_MODEL_DIR").value_or("");
+  const io::HfConfig cfg = io::HfConfig::load(dir + "/config.json");
+  model::ModelOptions mo;
+  mo.ep_group = child_group(cfg, 64);
+  model::Model m = model::load_model(dir, mo);
+  const int rank = mo.ep_group->rank();
+  at::manual_seed(100 + rank);
+  at::Tensor ids = at::randint(3, cfg.vocab_size, {2, 6}, at::kLong);
+  at::NoGradGuard g;
+  at::Tensor logits = m.forward({.input_ids = ids}).logits_BTV;
+  io::save_tensors(dir + "/../logits-" + std::to_string(rank) + ".safetensors", {{"ids", ids}, {"logits", logits}});
+}
+
+TEST(EpTrainChild, Run) {
+  const char* s = child_scenario();
+  if (!s) GTEST_SKIP() << "rank process of the EpTrain tests";
+  if (std::string(s) == "step") child_step();
+  else if (std::string(s) == "distinct") child_distinct();
+  else if (std::string(s) == "logits") child_logits();
+  else FAIL() << "unknown scenario " << s;
+}
+
+TEST(EpTrain, TwoRankStepEqualsSingleRankStep) {
+  if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
+  int st = 0;
+  std::string out = launch_children("step", "FI_PROVIDER=shm", &st);
+  EXPECT_EQ(st, 0) << out;
+  for (int r = 0; r < 2; ++r) {  // ran, not skipped
+    EXPECT_NE(out.find("[rank " + std::to_string(r) + "] [       OK ] EpTrainChild.Run"), std::string::npos) << out;
+  }
+}
+
+TEST(EpTrain, TwoRanksOnDistinctBatchesEqualOneStepOnBoth) {
+  if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
+  int st = 0;
+  std::string out = launch_children("distinct", "FI_PROVIDER=shm", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("[rank 1] [       OK ] EpTrainChild.Run"), std::string::npos) << out;
+}
+
+std::string tiny_job_config(const fs::path& dir) {
+  fs::create_directories(dir);
+  const fs::path path = dir / "ep2.toml";
+  std::ofstream(path) << R"([model]
+init = "random"
+arch = "qwen3_moe"
+hidden_size = 32
+num_hidden_layers = 1
+num_attention_heads = 2
+num_key_value_heads = 1
+num_experts = 4
+num_experts_per_tok = 2
+moe_intermediate_size = 32
+max_position_embeddings = 32
+seed = 1
+[task]
+name = "addition"
+digits = 1
+seed = 1
+[algorithm]
+algorithm = "grpo"
+group_size = 4
+[rollout]
+prompts_per_step = 4
+max_new_tokens = 4
+[train]
+sft_steps = 3
+sft_batch_size = 8
+steps = 2
+eval_prompts = 8
+checkpoint_every = 1
+seed = 1
+threads = 1
+micro_batch_size = 8
+[ep]
+size = 2
+backend = "fabric"
+)";
+  return path.string();
+}
+
+TEST(EpTrain, TrainCommitsCheckpointOneRankLoadsAndResumes) {
+  if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
+  const fs::path dir = fs::path(::testing::TempDir()) / "ep_train_job";
+  fs::remove_all(dir);
+  const std::string cfg = tiny_job_config(dir);
+  const std::string run_dir = (dir / "run").string();
+  const std::string bin = std::getenv("MOERL_BIN");
+  const std::string train = "FI_PROVIDER=tcp FI_TCP_IFACE=lo timeout 200 " + bin + " launch -n 2 -- " + bin + " train " +
+                            cfg + " --run-dir " + run_dir + " --no-plot";
+  int st = 0;
+  std::string out = run(train + " --stop-after-step 1", &st);
+  ASSERT_EQ(st, 0) << out;
+  ASSERT_FALSE(fs::exists(fs::path(run_dir) / "summary.json")) << "stopped early: no summary yet";
+
+  // The committed checkpoint, read by one rank.
+  auto store = store::open_store((fs::path(run_dir) / "store").string());
+  auto reader = store::CommitReader::latest(*store, "ckpt");
+  ASSERT_TRUE(reader.has_value());
+  EXPECT_EQ(reader->manifest().extra.value("ep_size", 0), 2);
+  EXPECT_EQ(reader->manifest().extra.value("rl_step", -1), 1);
+  const fs::path model_dir = dir / "ckpt_model";
+  fs::create_directories(model_dir);
+  for (const std::string& name : reader->names()) {
+    if (name.rfind("model/", 0) == 0) reader->get_file(name, (dir / "ckpt_model" / name.substr(6)).string());
+  }
+  model::Model one = model::load_model(model_dir.string());
+  EXPECT_EQ(one.experts().count, one.config().num_experts);
+
+  // The same checkpoint on 2 EP ranks: logits of each rank's rows equal the single rank's.
+  out = launch_children("logits", "FI_PROVIDER=tcp FI_TCP_IFACE=lo MOERL_EP_MODEL_DIR=" + model_dir.string(), &st);
+  ASSERT_EQ(st, 0) << out;
+  ASSERT_NE(out.find("[rank 1] [       OK ] EpTrainChild.Run"), std::string::npos) << out;
+  for (int r = 0; r < 2; ++r) {
+    auto t = io::load_tensors((dir / ("logits-" + std::to_string(r) + ".safetensors")).string());
+    at::NoGradGuard g;
+    at::Tensor ref = one.forward({.input_ids = t.at("ids")}).logits_BTV;
+    EXPECT_LE(model::testing::max_abs_diff(t.at("logits"), ref), 1e-5) << "rank " << r;
+  }
+
+  // Resume: the second run continues from RL step 1 to the end.
+  out = run(train, &st);
+  ASSERT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("loaded"), std::string::npos) << out;
+  nlohmann::json summary = nlohmann::json::parse(std::ifstream(fs::path(run_dir) / "summary.json"));
+  EXPECT_EQ(summary["steps"]["rl"], 2);
+  EXPECT_EQ(summary["ep"]["size"], 2);
+  int rl_rows = 0;
+  std::ifstream metrics(fs::path(run_dir) / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) rl_rows += line.find("\"phase\":\"rl\"") != std::string::npos;
+  EXPECT_EQ(rl_rows, 2) << "rank 0 alone writes metrics, one row per step";
+  model::Model fin = model::load_model((fs::path(run_dir) / "final_model").string());
+  EXPECT_EQ(fin.num_parameters(), one.num_parameters());
+}
+
+TEST(EpTrain, EpSizeWithoutLauncherIsAClearError) {
+  if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
+  const fs::path dir = fs::path(::testing::TempDir()) / "ep_train_nolaunch";
+  fs::remove_all(dir);
+  const std::string cfg = tiny_job_config(dir);
+  int st = 0;
+  std::string out = run("env -u WORLD_SIZE -u RANK " + std::string(std::getenv("MOERL_BIN")) + " train " + cfg +
+                            " --run-dir " + (dir / "run").string(),
+                        &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("ep.size=2"), std::string::npos) << out;
+  EXPECT_NE(out.find("WORLD_SIZE=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("moerl launch -n 2"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace moerl::train
