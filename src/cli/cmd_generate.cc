@@ -106,7 +106,8 @@ static int run_generate(Args& args) {
     nlohmann::json mine = nlohmann::json::object();
     for (size_t i = 0; i < rows.size(); ++i) mine[std::to_string(rows[i])] = gens[i].tokens;
     for (const std::string& part : dp->gather(mine.dump())) {
-      for (const auto& el : nlohmann::json::parse(part).items()) {
+      const nlohmann::json j = nlohmann::json::parse(part);  // outlives the items() proxy
+      for (const auto& el : j.items()) {
         new_tokens[std::stoll(el.key())] = el.value().get<std::vector<int64_t>>();
       }
     }
