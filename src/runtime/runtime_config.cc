@@ -94,4 +94,13 @@ WorkerLoopConfig worker_loop_config(const RuntimeConfig& config, const std::stri
   return w;
 }
 
+std::string redact_url(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const size_t at = url.find('@', scheme == std::string::npos ? 0 : scheme + 3);
+  if (scheme == std::string::npos || at == std::string::npos) return url;
+  const size_t colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;  // user only, no password
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
 }  // namespace moerl::runtime

@@ -69,4 +69,8 @@ RuntimeBackends open_backends(const RuntimeConfig& config,
 
 WorkerLoopConfig worker_loop_config(const RuntimeConfig& config, const std::string& worker_id);
 
+// A queue URL fit for logs and summaries: the password of redis://[user]:PASSWORD@host is
+// replaced by "***" (secrets are never logged).
+std::string redact_url(const std::string& url);
+
 }  // namespace moerl::runtime

@@ -81,5 +81,13 @@ TEST_F(RuntimeConfigRedisTest, OpensRedisBackends) {
   EXPECT_EQ(b.buffer->take(1, Deadline::after_seconds(5)).size(), 1u);
 }
 
+TEST(RedactUrl, HidesThePasswordOnly) {
+  EXPECT_EQ(redact_url("redis://:s3cret@redis.ns.svc:6379/0"), "redis://:***@redis.ns.svc:6379/0");
+  EXPECT_EQ(redact_url("redis://user:pw@127.0.0.1:6379"), "redis://user:***@127.0.0.1:6379");
+  EXPECT_EQ(redact_url("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
+  EXPECT_EQ(redact_url("redis://user@host:6379"), "redis://user@host:6379");
+  EXPECT_EQ(redact_url("inprocess"), "inprocess");
+}
+
 }  // namespace
 }  // namespace moerl::runtime

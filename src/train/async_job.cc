@@ -138,7 +138,7 @@ struct AsyncTrainer {
     }
     write_text_atomic(log, kept);
     MOERL_LOG(INFO) << "trainer: " << policy->num_parameters() << " parameters, task " << cfg.task->name()
-                    << ", queue " << cfg.runtime.queue_url << (resumed ? ", resumed at step " +
+                    << ", queue " << runtime::redact_url(cfg.runtime.queue_url) << (resumed ? ", resumed at step " +
                     std::to_string(state.rl_step) : "");
   }
 
@@ -329,7 +329,7 @@ struct AsyncTrainer {
         {"task", cfg.task->name()},
         {"algorithm", rl::name_of(cfg.loss.algorithm)},
         {"mode", "async"},
-        {"queue_url", cfg.runtime.queue_url},
+        {"queue_url", runtime::redact_url(cfg.runtime.queue_url)},
         {"num_workers", cfg.rollout.num_workers},
         {"steps", {{"sft", state.sft_step}, {"rl", state.rl_step}}},
         {"parameters", policy->num_parameters()},
