@@ -2,7 +2,9 @@
 // rounding as c10::BFloat16 (nearest even, NaN kept quiet), so results match at:: ops.
 #include "ep/kernels/rows.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace moerl::ep::kernels {
 
@@ -48,6 +50,32 @@ void accumulate_rows(const void* rows, DType dtype, int64_t h, const int64_t* to
       float* a = acc + token[i] * h;
       const uint16_t* x = r + i * h;
       for (int64_t j = 0; j < h; ++j) a[j] += bf16_to_float(x[j]);
+    }
+  }
+}
+
+void combine_rows(const void* const* rows, const int64_t* row_of, int64_t num_sources, int64_t T, int64_t h,
+                  DType dtype, void* out) {
+  std::vector<float> acc(static_cast<size_t>(h));
+  float* a = acc.data();
+  for (int64_t t = 0; t < T; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t c = 0; c < num_sources; ++c) {
+      const int64_t r = row_of[c * T + t];
+      if (r < 0) continue;
+      if (dtype == DType::kFloat32) {
+        const float* x = static_cast<const float*>(rows[c]) + r * h;
+        for (int64_t j = 0; j < h; ++j) a[j] += x[j];
+      } else {
+        const uint16_t* x = static_cast<const uint16_t*>(rows[c]) + r * h;
+        for (int64_t j = 0; j < h; ++j) a[j] += bf16_to_float(x[j]);
+      }
+    }
+    if (dtype == DType::kFloat32) {
+      std::memcpy(static_cast<float*>(out) + t * h, a, h * 4);
+    } else {
+      uint16_t* o = static_cast<uint16_t*>(out) + t * h;
+      for (int64_t j = 0; j < h; ++j) o[j] = float_to_bf16(a[j]);
     }
   }
 }
