@@ -1,7 +1,8 @@
 // Expert-parallel training (2 ranks under `moerl launch`, loopback only): a PolicyTrainer
-// step on 2 EP ranks given identical records equals the single-rank step; `moerl train`
-// with ep.size=2 commits a checkpoint one rank loads (same logits as the 2 ranks compute
-// together) and resumes from it; ep.size=2 without a launcher is a clear error.
+// step on 2 EP ranks equals the single-rank step (identical records; distinct records vs
+// one step on both); `moerl train` with ep.size=2 commits a checkpoint one rank loads (same
+// logits as the 2 ranks compute together) and resumes from it; `moerl generate --ep-size 2`
+// matches one rank; ep.size=2 without a launcher is a clear error.
 // Children are this test binary re-run per rank with MOERL_EP_TRAIN_CHILD=<scenario>.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -293,6 +294,20 @@ TEST(EpTrain, TrainCommitsCheckpointOneRankLoadsAndResumes) {
   EXPECT_EQ(rl_rows, 2) << "rank 0 alone writes metrics, one row per step";
   model::Model fin = model::load_model((fs::path(run_dir) / "final_model").string());
   EXPECT_EQ(fin.num_parameters(), one.num_parameters());
+
+  // `moerl generate --ep-size 2` on the sharded final model = one rank's greedy output.
+  at::manual_seed(3);
+  io::save_tensors((dir / "in.safetensors").string(), {{"input_ids", at::randint(3, 20, {5, 4}, at::kLong)}});
+  const std::string gen = bin + " generate --model " + run_dir + "/final_model --input " + (dir / "in.safetensors").string() +
+                          " --max-new-tokens 6 --greedy --output ";
+  out = run(gen + (dir / "one.safetensors").string(), &st);
+  ASSERT_EQ(st, 0) << out;
+  out = run("FI_PROVIDER=tcp FI_TCP_IFACE=lo timeout 60 " + bin + " launch -n 2 -- " + gen +
+                (dir / "two.safetensors").string() + " --ep-size 2",
+            &st);
+  ASSERT_EQ(st, 0) << out;
+  EXPECT_TRUE(at::equal(io::load_tensors((dir / "one.safetensors").string()).at("output_ids"),
+                        io::load_tensors((dir / "two.safetensors").string()).at("output_ids")));
 }
 
 TEST(EpTrain, EpSizeWithoutLauncherIsAClearError) {
