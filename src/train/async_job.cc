@@ -272,6 +272,7 @@ struct AsyncTrainer {
       trained.flush();
       state.cursor = ctl.data_cursor();
       ++state.policy_version;
+      const double tp = now_seconds();
       publish_current();
       double t2 = now_seconds();
       rl_samples += st.num_samples;
@@ -282,7 +283,8 @@ struct AsyncTrainer {
                             {"kl", st.kl}, {"entropy", st.entropy}, {"clip_frac", st.clip_frac},
                             {"behav_weight", st.behav_weight}, {"grad_norm", st.grad_norm}, {"lr", st.lr},
                             {"response_len", st.response_len}, {"samples", st.num_samples},
-                            {"wait_s", t1 - t0}, {"train_s", t2 - t1}, {"version", state.policy_version},
+                            {"wait_s", t1 - t0}, {"train_s", t2 - t1}, {"publish_s", t2 - tp},
+                            {"step_s", st.seconds}, {"version", state.policy_version},
                             {"staleness_mean", stale_sum / batch.size()}, {"staleness_max", stale_max},
                             {"queue_depth", rep.queue_depth}, {"trainer_idle_fraction", rep.trainer_idle_fraction},
                             {"rollout_idle_fraction", rep.rollout_idle_fraction}};
