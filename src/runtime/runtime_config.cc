@@ -18,6 +18,7 @@ RuntimeConfig RuntimeConfig::from_config(ConfigTable t) {
   c.max_deliveries = static_cast<uint32_t>(t.integer("max_deliveries", c.max_deliveries, {.min = 1, .max = 1000}));
   c.max_staleness = static_cast<uint64_t>(t.integer("max_staleness", static_cast<int64_t>(c.max_staleness), {.min = 0, .max = 1e6}));
   c.stale_policy = parse_stale_policy(t.choice("stale_policy", "drop", {"drop", "regenerate"}));
+  c.publish_every = static_cast<int>(t.integer("publish_every", c.publish_every, {.min = 1, .max = 1000}));
   c.drain_seconds = t.number("drain_seconds", c.drain_seconds, {.min = 0.1, .max = 3600});
   c.drain_margin_seconds = t.number("drain_margin_seconds", c.drain_margin_seconds, {.min = 0, .max = 3600});
   c.call_timeout_seconds = t.number("call_timeout_seconds", c.call_timeout_seconds, {.min = 0.1, .max = 3600});
@@ -29,6 +30,11 @@ RuntimeConfig RuntimeConfig::from_config(ConfigTable t) {
   c.spot.request_timeout_seconds = spot.number("request_timeout_seconds", c.spot.request_timeout_seconds, {.min = 0.01, .max = 60});
   spot.done();
   t.done();
+  if (c.publish_every > 1 && static_cast<uint64_t>(c.publish_every) > c.max_staleness) {
+    throw Error(t.path() + ".publish_every=" + std::to_string(c.publish_every) + " exceeds max_staleness=" +
+                    std::to_string(c.max_staleness) + ": samples would be generated already too stale",
+                "raise max_staleness to at least publish_every, or publish more often");
+  }
   if (c.renew_seconds >= c.lease_seconds) {
     throw Error(t.path() + ".renew_seconds=" + std::to_string(c.renew_seconds) +
                     " must be below lease_seconds=" + std::to_string(c.lease_seconds),
@@ -61,6 +67,7 @@ nlohmann::json RuntimeConfig::to_json() const {
           {"max_deliveries", max_deliveries},
           {"max_staleness", max_staleness},
           {"stale_policy", stale_policy_name(stale_policy)},
+          {"publish_every", publish_every},
           {"drain_seconds", drain_seconds},
           {"spot_enabled", spot_enabled},
           {"spot_metadata_url", spot.metadata_url}};

@@ -43,6 +43,10 @@ struct RuntimeConfig {
   int tasks_per_lease = 1;
   uint32_t max_deliveries = 5;
   uint64_t max_staleness = 1;
+  // The trainer publishes a weight version every this many steps (versions still count
+  // steps, so a sample can be up to publish_every - 1 versions old when it is generated;
+  // must not exceed max_staleness). Larger values amortise publication on small models.
+  int publish_every = 1;
   StalePolicy stale_policy = StalePolicy::kDrop;
   double drain_seconds = 90;
   double drain_margin_seconds = 2;

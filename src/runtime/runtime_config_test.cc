@@ -81,6 +81,17 @@ TEST_F(RuntimeConfigRedisTest, OpensRedisBackends) {
   EXPECT_EQ(b.buffer->take(1, Deadline::after_seconds(5)).size(), 1u);
 }
 
+TEST(RuntimeConfigTest, PublishEveryWithinTheStalenessBudget) {
+  EXPECT_EQ(parse("").publish_every, 1);
+  EXPECT_EQ(parse("[runtime]\npublish_every = 3\nmax_staleness = 3\n").publish_every, 3);
+  try {
+    parse("[runtime]\npublish_every = 4\nmax_staleness = 2\n");
+    FAIL() << "publish_every > max_staleness was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("publish_every=4"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RedactUrl, HidesThePasswordOnly) {
   EXPECT_EQ(redact_url("redis://:s3cret@redis.ns.svc:6379/0"), "redis://:***@redis.ns.svc:6379/0");
   EXPECT_EQ(redact_url("redis://user:pw@127.0.0.1:6379"), "redis://user:***@127.0.0.1:6379");

@@ -273,7 +273,7 @@ struct AsyncTrainer {
       state.cursor = ctl.data_cursor();
       ++state.policy_version;
       const double tp = now_seconds();
-      publish_current();
+      if (state.policy_version % static_cast<uint64_t>(cfg.runtime.publish_every) == 0) publish_current();
       double t2 = now_seconds();
       rl_samples += st.num_samples;
       rl_tokens += tokens;
