@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/files.h"
 #include "base/log.h"
 #include "cli/bench.h"
 #include "train/async_job.h"
@@ -58,7 +59,7 @@ static int run_bench_rl(Args& a) {
     opts.run_dir = (std::filesystem::path(dir) / (threads > 0 ? mode + "-" + std::to_string(threads) : mode)).string();
     opts.resume = false;
     opts.plot = false;
-    std::filesystem::remove_all(opts.run_dir);
+    remove_tree(opts.run_dir);
     MOERL_LOG(INFO) << "bench rl: " << mode << " run in " << opts.run_dir;
     nlohmann::json summary = mode == "sync" ? train::run_job(cfg, opts) : train::run_async_job(cfg, opts);
     summary["run_dir"] = opts.run_dir;

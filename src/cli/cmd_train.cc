@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/files.h"
 #include "base/env.h"
 #include "base/error.h"
 #include "cli/command.h"
@@ -44,7 +45,7 @@ static int run_train(Args& args) {
   opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
   // Under `moerl launch` every rank shares the run dir: only rank 0 clears it (the others
   // start after its rendezvous, which happens after this).
-  if (fresh && env::rendezvous().rank == 0) std::filesystem::remove_all(opts.run_dir);
+  if (fresh && env::rendezvous().rank == 0) remove_tree(opts.run_dir);
   opts.plot = !no_plot;
   opts.stop_after_rl_steps = stop_after;
   nlohmann::json summary = cfg.runtime.mode == runtime::RunMode::kAsync ? train::run_async_job(cfg, opts)

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/files.h"
 #include "cli/command.h"
 #include "train/async_job.h"
 
@@ -27,7 +28,7 @@ static int run_trainer_cmd(Args& args) {
   train::JobConfig cfg = train::JobConfig::load(config, overrides);
   train::JobOptions opts;
   opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
-  if (fresh) std::filesystem::remove_all(opts.run_dir);
+  if (fresh) remove_tree(opts.run_dir);
   opts.plot = !no_plot;
   nlohmann::json summary = train::run_trainer_role(cfg, opts);
   std::printf("%s\n", summary.dump(2).c_str());

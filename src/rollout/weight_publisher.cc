@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/files.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "io/tensor_io.h"
@@ -25,14 +26,14 @@ std::string publish_weights(store::ObjectStore& store, runtime::WeightRegistry& 
                             const PublishOptions& options, Deadline deadline) {
   const std::string prefix = weights_prefix(version);
   fs::path dir = fs::path(scratch_dir) / ("publish-v" + std::to_string(version));
-  fs::remove_all(dir);
+  remove_tree(dir.string());
   fs::create_directories(dir);
   policy.save(dir.string());
   store::CommitWriter w(store, prefix);
   w.put_file("config.json", (dir / "config.json").string());
   w.put_file("model.safetensors", (dir / "model.safetensors").string());
   w.commit({{"version", version}, {"kind", "policy-weights"}});
-  fs::remove_all(dir);
+  remove_tree(dir.string());
   registry.publish(version, prefix, deadline);
   if (options.keep > 0) store::retain_latest(store, kWeightsRoot, options.keep);
   return prefix;

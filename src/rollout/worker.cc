@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 
+#include "base/files.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "runtime/spot_watcher.h"
@@ -102,7 +103,7 @@ void RolloutWorker::stage_loop(runtime::DrainController* drain) {
       StagedWeights w = fetch_weights(store_, v->location, scratch);
       std::lock_guard<std::mutex> lock(mu_);
       if (w.version > staged_version_) {
-        if (staged_) fs::remove_all(staged_->dir);
+        if (staged_) remove_tree(staged_->dir);
         staged_version_ = w.version;
         staged_ = std::move(w);
       }
@@ -126,7 +127,7 @@ void RolloutWorker::activate_staged() {
   policy_->load_weights(w->params);
   active_version_ = w->version;
   ++stats_.activations;
-  fs::remove_all(w->dir);
+  remove_tree(w->dir);
 }
 
 WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Accounting* accounting) {
@@ -155,7 +156,7 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
       StagedWeights w = fetch_weights(store_, v->location, (fs::path(options_.scratch_dir) / "init").string());
       policy_ = std::make_unique<model::Model>(model::load_model(w.dir, options_.model));
       active_version_ = w.version;
-      fs::remove_all(w.dir);
+      remove_tree(w.dir);
       break;
     } catch (const Error& e) {
       if (attempt >= 20) throw;

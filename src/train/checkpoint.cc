@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/files.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "io/tensor_io.h"
@@ -27,19 +28,6 @@ std::string step_name(const TrainerState& s) {
   return buf;
 }
 
-// A private scratch directory removed when the guard goes out of scope.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::temp_directory_path() / ("moerl-ckpt-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 }  // namespace
 
@@ -81,8 +69,8 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
 std::string save_checkpoint(store::ObjectStore& store, const std::string& root, const TrainerState& state,
                             const model::Model& policy, const model::Tokenizer& tokenizer,
                             PolicyTrainer& trainer, int64_t keep) {
-  ScratchDir tmp;
-  fs::path model_dir = tmp.path / "model";
+  ScratchDir tmp("moerl-ckpt");
+  fs::path model_dir = fs::path(tmp.path()) / "model";
   fs::create_directories(model_dir);
   policy.save(model_dir.string());
   tokenizer.save(model_dir.string());
@@ -90,11 +78,11 @@ std::string save_checkpoint(store::ObjectStore& store, const std::string& root, 
   for (const auto& e : fs::directory_iterator(model_dir)) {
     w.put_file("model/" + e.path().filename().string(), e.path().string());
   }
-  fs::path opt = tmp.path / kOptimizerFile;
+  fs::path opt = fs::path(tmp.path()) / kOptimizerFile;
   io::save_tensors(opt.string(), trainer.optimizer().state());
   w.put_file(kOptimizerFile, opt.string());
   if (trainer.config().loss.uses_critic()) {
-    fs::path vh = tmp.path / kValueHeadFile;
+    fs::path vh = fs::path(tmp.path()) / kValueHeadFile;
     io::save_tensors(vh.string(), trainer.value_head());
     w.put_file(kValueHeadFile, vh.string());
   }
@@ -113,7 +101,7 @@ std::optional<LoadedCheckpoint> load_latest_checkpoint(store::ObjectStore& store
   std::string where = store.uri() + "/" + ck.prefix;
   ck.state = TrainerState::from_json(nlohmann::json::parse(r->get_bytes(kStateFile), nullptr, false), where);
   fs::path dir = fs::path(scratch_dir) / "model";
-  fs::remove_all(dir);
+  remove_tree(dir.string());
   fs::create_directories(dir);
   for (const std::string& name : r->names()) {
     if (name.rfind("model/", 0) == 0) r->get_file(name, (fs::path(scratch_dir) / name).string());

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "io/tensor_io.h"
@@ -45,19 +46,6 @@ const char* dtype_json_name(at::ScalarType t) {
     default: return "float32";
   }
 }
-
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::temp_directory_path() / ("moerl-epckpt-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // This rank's part of the model: its experts, plus the dense tensors on rank 0.
 std::map<std::string, at::Tensor> shard_tensors(const model::Model& policy, int rank) {
@@ -125,36 +113,37 @@ std::string save_ep_checkpoint(store::ObjectStore& store, const std::string& roo
                                int64_t keep, DataParallel& dp) {
   const int r = dp.rank(), R = dp.world_size();
   const std::string prefix = root + "/" + step_name(state);
-  ScratchDir tmp;
+  ScratchDir tmp("moerl-epckpt");
+  const fs::path scratch(tmp.path());
   const std::string shard = numbered("model", r, R), opt = numbered("optimizer-rank", r, R);
-  json meta = write_shard(policy, r, R, tmp.path / shard);
-  io::save_tensors((tmp.path / opt).string(), trainer.optimizer().state());
+  json meta = write_shard(policy, r, R, scratch / shard);
+  io::save_tensors((scratch / opt).string(), trainer.optimizer().state());
   auto staging = [&](int rank) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), ".rank-%05d", rank + 1);
     return prefix + buf;
   };
   if (r != 0) {
-    store.put_file(store::join_key(staging(r), shard), (tmp.path / shard).string());
-    store.put_file(store::join_key(staging(r), opt), (tmp.path / opt).string());
+    store.put_file(store::join_key(staging(r), shard), (scratch / shard).string());
+    store.put_file(store::join_key(staging(r), opt), (scratch / opt).string());
   }
   // NOTE: the gather doubles as "my staging objects are uploaded".
   std::vector<std::string> metas = dp.gather(meta.dump());
   if (r == 0) {
     store::CommitWriter w(store, prefix);
-    w.put_file("model/" + shard, (tmp.path / shard).string());
-    w.put_file(opt, (tmp.path / opt).string());
+    w.put_file("model/" + shard, (scratch / shard).string());
+    w.put_file(opt, (scratch / opt).string());
     std::vector<std::string> staged;
     for (int s = 1; s < R; ++s) {
       for (const std::string& name : {numbered("model", s, R), numbered("optimizer-rank", s, R)}) {
         const std::string key = store::join_key(staging(s), name);
-        store.get_file(key, (tmp.path / name).string());
-        w.put_file(name.rfind("model-", 0) == 0 ? "model/" + name : name, (tmp.path / name).string());
+        store.get_file(key, (scratch / name).string());
+        w.put_file(name.rfind("model-", 0) == 0 ? "model/" + name : name, (scratch / name).string());
         staged.push_back(key);
       }
     }
     w.put_bytes(std::string("model/") + kIndexFile, index_json(metas));
-    fs::path cfg_dir = tmp.path / "cfg";
+    fs::path cfg_dir = scratch / "cfg";
     fs::create_directories(cfg_dir);
     write_config(policy, cfg_dir);
     tok.save(cfg_dir.string());
@@ -162,7 +151,7 @@ std::string save_ep_checkpoint(store::ObjectStore& store, const std::string& roo
       w.put_file("model/" + e.path().filename().string(), e.path().string());
     }
     if (trainer.config().loss.uses_critic()) {  // dense: the same on every rank
-      fs::path vh = tmp.path / kValueHeadFile;
+      fs::path vh = scratch / kValueHeadFile;
       io::save_tensors(vh.string(), trainer.value_head());
       w.put_file(kValueHeadFile, vh.string());
     }
@@ -195,7 +184,7 @@ std::optional<LoadedCheckpoint> load_ep_checkpoint(store::ObjectStore& store, co
                 "resume with the ep.size the run was started with, or start fresh (--fresh)");
   }
   fs::path dir = fs::path(scratch_dir) / "model";
-  fs::remove_all(dir);
+  remove_tree(dir.string());
   fs::create_directories(dir);
   for (const std::string& name : r.names()) {
     if (name.rfind("model/", 0) == 0) r.get_file(name, (fs::path(scratch_dir) / name).string());
