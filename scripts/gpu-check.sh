@@ -12,33 +12,19 @@ ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
 L=$OUT/logs
 mkdir -p "$L"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 B=${GPU_BUILD_DIR:-build-gpu}
-TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
-PREFIX="$TORCH_PREFIX"
-DEPS=$ROOT/.gpudeps
-RUNENV=()
-LINKFLAGS=
-if [ -d "$DEPS" ]; then
-  # Resolve the packed libraries' own dependencies (e.g. libcurl -> libssh2) from .gpudeps too.
-  LINKFLAGS="-Wl,-rpath-link,$DEPS/lib"
-  PREFIX="$TORCH_PREFIX;$DEPS"
-  export PKG_CONFIG_PATH=$DEPS/lib/pkgconfig CPLUS_INCLUDE_PATH=$DEPS/include LIBRARY_PATH=$DEPS/lib
-  RUNENV=(env LD_LIBRARY_PATH=$DEPS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH})
-fi
+source "$ROOT/dev/gpu/env.sh"
 step() { echo "== $(date -u +%T) $*"; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv; nvcc --version | tail -1;
   python3 -c 'import torch,transformers;print("torch",torch.__version__,"transformers",transformers.__version__)'; } 2>&1 | tee "$L/env.txt"
 
 step configure
 GPU_ONLY=OFF
-if ! cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOERL_CUDA=ON -DMOERL_GPU_ONLY=OFF -DCMAKE_PREFIX_PATH="$PREFIX" \
-     -DCMAKE_EXE_LINKER_FLAGS="$LINKFLAGS" >"$L/configure.log" 2>&1; then
+if ! gpu_configure "$B" OFF >"$L/configure.log" 2>&1; then
   step "full configure failed (see configure.log); retrying with MOERL_GPU_ONLY=ON"
   grep -E "Error|error" -A3 "$L/configure.log" | head -20
   GPU_ONLY=ON
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOERL_CUDA=ON -DMOERL_GPU_ONLY=ON \
-    -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_EXE_LINKER_FLAGS="$LINKFLAGS" >>"$L/configure.log" 2>&1 || { tail -30 "$L/configure.log"; exit 1; }
+  gpu_configure "$B" ON >>"$L/configure.log" 2>&1 || { tail -30 "$L/configure.log"; exit 1; }
 fi
 step "build GPU targets"
 if ! ninja -C "$B" -j16 moerl_gpu_tests moerl_moe_bench moerl_gen_bench >"$L/build.log" 2>&1; then

@@ -15,8 +15,10 @@ static int run_bench_ep(Args& a) {
         "usage: moerl launch -n N -- moerl bench ep [--tokens 4096] [--hidden 2048] [--topk 8] [--experts 64]\n"
         "         [--dtype bf16|fp32] [--routing uniform|zipf|one-expert|dropped] [--mode normal|low-latency]\n"
         "         [--backend fabric,alltoall] [--provider shm|tcp|efa] [--warmup 3] [--iters 10] [--seed 1] [--json]\n"
+        "         [--device cpu|cuda]   (cuda: --backend cuda_ipc,nccl, one GPU per rank)\n"
         "Verifies every backend against a reference, then reports median dispatch/combine times, GB/s of\n"
-        "received bytes, memcpy bandwidth, and ratio = alltoall time / fabric time. Exit 1 on a wrong result.\n");
+        "received bytes, copy bandwidth, and ratio = baseline time / ours (alltoall/fabric, nccl/cuda_ipc).\n"
+        "Exit 1 on a wrong result.\n");
     return 0;
   }
   ep::BenchOptions o;
@@ -28,12 +30,13 @@ static int run_bench_ep(Args& a) {
   o.routing = a.value_or("--routing", o.routing);
   o.mode = ep::parse_mode(a.value_or("--mode", "normal"));
   o.provider = a.value_or("--provider", "");
+  o.device = a.value_or("--device", o.device);
   o.warmup = static_cast<int>(a.integer("--warmup", o.warmup));
   o.iters = static_cast<int>(a.integer("--iters", o.iters));
   o.seed = static_cast<uint64_t>(a.integer("--seed", 1));
   o.timeout_s = a.number("--timeout", o.timeout_s);
   const bool json = a.flag("--json");
-  std::string backends = a.value_or("--backend", "fabric,alltoall");
+  std::string backends = a.value_or("--backend", o.device == "cuda" ? "cuda_ipc,nccl" : "fabric,alltoall");
   a.finish();
   o.backends.clear();
   std::stringstream ss(backends);

@@ -89,7 +89,12 @@ Reference reference(const BenchOptions& o, int me, int R) {
   return ref;
 }
 
-void verify(const char* backend, int rank, const Dispatched& d, const at::Tensor& y, const Reference& ref) {
+void verify(const char* backend, int rank, const Dispatched& dev, const at::Tensor& y_dev, const Reference& ref) {
+  Dispatched d = dev;
+  d.recv_x_NH = dev.recv_x_NH.cpu();
+  d.recv_topk_idx_NK = dev.recv_topk_idx_NK.cpu();
+  d.recv_topk_weights_NK = dev.recv_topk_weights_NK.cpu();
+  const at::Tensor y = y_dev.cpu();
   auto fail = [&](const std::string& what) {
     throw Error(std::string("bench ep: backend ") + backend + " on rank " + std::to_string(rank) + ": " + what +
                     " differs from the reference",
@@ -105,6 +110,27 @@ void verify(const char* backend, int rank, const Dispatched& d, const at::Tensor
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Waits for the work queued on t's device (a one-element copy to the host is ordered after
+// it); CPU tensors are done already.
+void sync_device(const at::Tensor& t) {
+  if (t.defined() && t.is_cuda()) at::empty({1}, t.options()).cpu();
+}
+
+// Copy bandwidth on the GPU: bytes read (= bytes written) per second of a device copy.
+double device_copy_gbps(int64_t bytes, const at::TensorOptions& opt) {
+  bytes = std::max<int64_t>(bytes, 256 << 20);
+  at::Tensor a = at::ones({bytes}, opt.dtype(at::kByte)), b = at::empty_like(a);
+  std::vector<double> t;
+  for (int i = 0; i < 9; ++i) {
+    sync_device(a);
+    double t0 = now_seconds();
+    b.copy_(a);
+    sync_device(b);
+    t.push_back(now_seconds() - t0);
+  }
+  return bytes / median(t) / 1e9;
 }
 
 double memcpy_gbps(int64_t bytes) {
@@ -136,7 +162,11 @@ nlohmann::json run_bench(const BenchOptions& o) {
   nlohmann::json out;
   out["tokens"] = o.tokens, out["hidden"] = o.hidden, out["topk"] = o.topk, out["experts"] = o.experts;
   out["dtype"] = o.dtype, out["routing"] = o.routing, out["mode"] = mode_name(o.mode);
-  out["warmup"] = o.warmup, out["iters"] = o.iters;
+  out["warmup"] = o.warmup, out["iters"] = o.iters, out["device"] = o.device;
+  if (o.device != "cpu" && o.device != "cuda") {
+    throw Error("bench ep: --device " + o.device + " is not cpu or cuda", "e.g. --device cuda --backend cuda_ipc,nccl");
+  }
+  const at::TensorOptions dev = at::TensorOptions().device(o.device == "cuda" ? at::kCUDA : at::kCPU);
   std::map<Backend, double> totals;
   int64_t recv_bytes = 0;
   for (Backend b : o.backends) {
@@ -153,6 +183,7 @@ nlohmann::json run_bench(const BenchOptions& o) {
     const int me = g->rank();
     Inputs in = make_inputs(o, me);
     Reference ref = reference(o, me, g->world_size());
+    in.x = in.x.to(dev.device()), in.idx = in.idx.to(dev.device()), in.w = in.w.to(dev.device());
     Layout layout = g->get_dispatch_layout(in.idx, o.experts);
     {
       Dispatched d = g->dispatch(in.x, in.idx, in.w, layout);
@@ -160,10 +191,13 @@ nlohmann::json run_bench(const BenchOptions& o) {
     }
     std::vector<double> td, tc, tt;
     for (int it = 0; it < o.warmup + o.iters; ++it) {
+      sync_device(in.x);
       const double t0 = now_seconds();
       Dispatched d = g->dispatch(in.x, in.idx, in.w, layout);
+      sync_device(d.recv_x_NH);
       const double t1 = now_seconds();
       at::Tensor y = g->combine(d.recv_x_NH, d.handle);
+      sync_device(y);
       const double t2 = now_seconds();
       if (it >= o.warmup) td.push_back(t1 - t0), tc.push_back(t2 - t1), tt.push_back(t2 - t0);
       if (it == o.warmup + o.iters - 1) verify(backend_name(b), me, d, y, ref);  // still right after timing
@@ -180,11 +214,14 @@ nlohmann::json run_bench(const BenchOptions& o) {
     out["backends"][backend_name(b)] = r;
     totals[b] = median(tt);
   }
-  out["memcpy_gbps"] = memcpy_gbps(recv_bytes);
-  if (totals.count(Backend::kFabric) && totals.count(Backend::kAllToAll)) {
-    out["ratio"] = totals[Backend::kAllToAll] / totals[Backend::kFabric];
-  } else {
-    out["ratio"] = nullptr;
+  out["memcpy_gbps"] = o.device == "cuda" ? device_copy_gbps(recv_bytes, dev) : memcpy_gbps(recv_bytes);
+  // ratio = baseline time / ours: alltoall vs fabric on hosts, nccl vs cuda_ipc on GPUs.
+  out["ratio"] = nullptr;
+  for (auto [ours, baseline] : {std::pair{Backend::kFabric, Backend::kAllToAll}, std::pair{Backend::kCudaIpc, Backend::kNccl}}) {
+    if (totals.count(ours) && totals.count(baseline)) {
+      out["ratio"] = totals[baseline] / totals[ours];
+      out["ratio_of"] = std::string(backend_name(baseline)) + "/" + backend_name(ours);
+    }
   }
   return out;
 }
@@ -205,10 +242,13 @@ std::string bench_table(const nlohmann::json& r) {
                   b["dispatch_gbps"].get<double>(), b["combine_gbps"].get<double>(), b["verified"].get<bool>() ? "yes" : "NO");
     s += line;
   }
-  std::snprintf(line, sizeof(line), "memcpy (same run, one core): %.2f GB/s\n", r["memcpy_gbps"].get<double>());
+  const bool gpu = r.value("device", "cpu") == "cuda";
+  std::snprintf(line, sizeof(line), "%s (same run): %.2f GB/s\n", gpu ? "GPU device-to-device copy" : "memcpy, one core",
+                r["memcpy_gbps"].get<double>());
   s += line;
   if (!r["ratio"].is_null()) {
-    std::snprintf(line, sizeof(line), "ratio alltoall/fabric (dispatch+combine): %.2fx\n", r["ratio"].get<double>());
+    std::snprintf(line, sizeof(line), "ratio %s (dispatch+combine): %.2fx\n", r["ratio_of"].get<std::string>().c_str(),
+                  r["ratio"].get<double>());
     s += line;
   }
   return s;

@@ -6,6 +6,9 @@
 //   ep::BenchOptions o;  o.tokens = 4096;  o.backends = {Backend::kFabric, Backend::kAllToAll};
 //   nlohmann::json r = ep::run_bench(o);   // rank 0: r["ratio"] = alltoall / fabric time
 //
+// On GPUs (o.device = "cuda"): backends cuda_ipc and nccl, ratio = nccl / cuda_ipc time, and
+// the copy bandwidth is the GPU's device-to-device copy.
+//
 // Throws moerl::Error (kInternal) when a backend's result differs from the reference.
 #pragma once
 
@@ -25,6 +28,7 @@ struct BenchOptions {
   Mode mode = Mode::kNormal;
   std::vector<Backend> backends = {Backend::kFabric, Backend::kAllToAll};
   std::string provider;             // fabric provider; empty: FI_PROVIDER, else shm
+  std::string device = "cpu";       // cpu | cuda (this rank's current GPU; cuda_ipc, nccl)
   int warmup = 3, iters = 10;
   uint64_t seed = 1;
   double timeout_s = 120;

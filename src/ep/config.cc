@@ -34,7 +34,10 @@ Backend parse_backend(const std::string& s) {
   if (s == "loopback") return Backend::kLoopback;
   if (s == "fabric") return Backend::kFabric;
   if (s == "alltoall") return Backend::kAllToAll;
-  throw Error("ep: backend '" + s + "' is not one of loopback|fabric|alltoall", "e.g. backend = \"fabric\"");
+  if (s == "cuda_ipc") return Backend::kCudaIpc;
+  if (s == "nccl") return Backend::kNccl;
+  throw Error("ep: backend '" + s + "' is not one of loopback|fabric|alltoall|cuda_ipc|nccl",
+              "e.g. backend = \"fabric\" (cuda_ipc and nccl need a CUDA build and GPUs)");
 }
 
 Mode parse_mode(const std::string& s) {
@@ -48,6 +51,8 @@ const char* backend_name(Backend b) {
     case Backend::kLoopback: return "loopback";
     case Backend::kFabric: return "fabric";
     case Backend::kAllToAll: return "alltoall";
+    case Backend::kCudaIpc: return "cuda_ipc";
+    case Backend::kNccl: return "nccl";
   }
   return "?";
 }

@@ -93,6 +93,8 @@ enum class Backend {
   kLoopback,  // one rank, no transport
   kFabric,    // libfabric RDM (shm, tcp, efa): tagged messages into one registered buffer
   kAllToAll,  // baseline: permute + count exchange + all-to-all-v over c10d Gloo + unpermute
+  kCudaIpc,   // GPUs of one node: rows written into peers' mapped buffers (ep/cuda)
+  kNccl,      // GPU baseline: the all-to-all path over c10d NCCL (ep/cuda)
 };
 
 // Validated in one place (validate()); presets are the defaults below.
@@ -108,7 +110,7 @@ struct Config {
   void validate(int64_t num_experts, int world_size) const;
 };
 
-Backend parse_backend(const std::string& s);  // "loopback" | "fabric" | "alltoall"
+Backend parse_backend(const std::string& s);  // "loopback" | "fabric" | "alltoall" | "cuda_ipc" | "nccl"
 Mode parse_mode(const std::string& s);        // "normal" | "low_latency" (or "low-latency")
 const char* backend_name(Backend b);
 const char* mode_name(Mode m);
@@ -117,5 +119,10 @@ const char* mode_name(Mode m);
 // TCPStore at MASTER_ADDR:MASTER_PORT with WORLD_SIZE/RANK (base/env.h); collective, so
 // every rank must call it. loopback needs no environment.
 std::shared_ptr<Group> make_group(const Config& cfg, int64_t num_experts);
+
+// Backends built outside this library (the GPU ones, cuda_ipc and nccl) register their
+// factory at startup (cli/gpu_init.cc); make_group then creates them like the others.
+using GroupFactory = std::shared_ptr<Group> (*)(const Config& cfg, int64_t num_experts);
+void register_backend(Backend b, GroupFactory factory);
 
 }  // namespace moerl::ep

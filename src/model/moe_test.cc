@@ -50,5 +50,24 @@ TEST(Moe, LocalExpertsSkipEmptySlots) {
   EXPECT_LE(testing::max_abs_diff(y[2], 0.25 * f(1, 2) + 2.0 * f(0, 2)), 1e-5);
 }
 
+// A rank that receives no rows (or only dropped slots) must still return a result on x's
+// graph: EP backward is collective, and a rank whose backward skipped dispatch/combine hung
+// the other (seen with 2 GPUs when the router sent every token to one rank's experts).
+TEST(MoeBlock, NoLocalWorkStaysOnTheGraph) {
+  at::manual_seed(5);
+  std::vector<ExpertWeights> ex;
+  for (int e = 0; e < 2; ++e) ex.push_back({at::randn({6, 4}), at::randn({6, 4}), at::randn({4, 6})});
+  for (int64_t n : {0, 3}) {
+    at::Tensor x = at::randn({n, 4}).requires_grad_();
+    at::Tensor idx = at::full({n, 2}, -1, at::kLong), w = at::zeros({n, 2});
+    at::Tensor y = run_local_experts(ex, x, idx, w);
+    ASSERT_TRUE(y.requires_grad()) << "n=" << n;
+    EXPECT_EQ(y.abs().sum().item<float>(), 0.f);
+    y.sum().backward();
+    ASSERT_TRUE(x.grad().defined()) << "n=" << n;
+    EXPECT_EQ(x.grad().abs().sum().item<float>(), 0.f);
+  }
+}
+
 }  // namespace
 }  // namespace moerl::model

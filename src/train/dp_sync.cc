@@ -88,7 +88,7 @@ double DataParallel::sync_gradients(const std::map<std::string, at::Tensor>& par
   }
   double dense_sq = 0;
   if (!flat.empty()) {
-    at::Tensor buf = at::cat(flat);
+    at::Tensor buf = at::cat(flat).to(at::kCPU);  // Gloo reduces host memory; GPU grads come back below
     allreduce(buf, "dense gradient");
     buf.mul_(inv_r);
     int64_t off = 0;
@@ -100,13 +100,14 @@ double DataParallel::sync_gradients(const std::map<std::string, at::Tensor>& par
     }
   }
   // Experts: every rank's tokens already contributed through combine/dispatch backward.
-  at::Tensor expert_sq = at::zeros({1}, at::kDouble);
+  std::vector<at::Tensor> expert_sqs;
   for (const auto& [name, p] : params) {
     if (!is_expert_param(name) || !p.grad().defined()) continue;
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
     g.mul_(inv_r);
-    expert_sq += g.to(at::kDouble).pow(2).sum();
+    expert_sqs.push_back(g.to(at::kDouble).pow(2).sum().to(at::kCPU));
   }
+  at::Tensor expert_sq = expert_sqs.empty() ? at::zeros({1}, at::kDouble) : at::stack(expert_sqs).sum().reshape({1});
   allreduce(expert_sq, "expert gradient norm");
   double norm = std::sqrt(dense_sq + expert_sq.item<double>());
   if (max_norm > 0 && norm > max_norm) {  // NOTE: same formula as AdamW::clip_grad_norm

@@ -130,7 +130,7 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   store.done();
   ConfigTable ep = root.table("ep");
   j.ep_size = ep.integer("size", 1, {1, 4096});
-  j.ep_backend = ep.choice("backend", "loopback", {"loopback", "fabric", "alltoall"});
+  j.ep_backend = ep.choice("backend", "loopback", {"loopback", "fabric", "alltoall", "cuda_ipc", "nccl"});
   ep.done();
   root.done();
   if (j.model.arch.num_experts % j.ep_size != 0) {

@@ -31,7 +31,9 @@ at::Tensor run_local_experts(const std::vector<ExpertWeights>& experts, const at
   }
   const int64_t N = x_NH.size(0), K = topk_idx_NK.size(1);
   const int64_t num_local = static_cast<int64_t>(experts.size());
-  if (N == 0) return at::zeros_like(x_NH);
+  // No work here: zeros that stay on x's graph, so backward still reaches this rank's EP
+  // dispatch/combine (collectives: a rank that skipped them would hang the others).
+  if (N == 0) return x_NH.mul(0);
   // Group the (row, k) entries by expert with one sort; -1 entries sort first and are skipped.
   at::Tensor flat_idx = topk_idx_NK.reshape({-1});
   at::Tensor order = at::argsort(flat_idx);
@@ -55,9 +57,8 @@ at::Tensor run_local_experts(const std::vector<ExpertWeights>& experts, const at
     rows.push_back(row);
   }
   MOERL_CHECK_EQ(offset, N * K) << "expert ids in recv_topk_idx must be in [-1, " << num_local << ")";
-  at::Tensor out = at::zeros_like(x_NH);
-  if (outs.empty()) return out;
-  return out.index_add(0, at::cat(rows), at::cat(outs));
+  if (outs.empty()) return x_NH.mul(0);
+  return at::zeros_like(x_NH).index_add(0, at::cat(rows), at::cat(outs));
 }
 
 MoeOutput moe_forward(const MoeWeights& w, const at::Tensor& x_TH, const RouterConfig& cfg,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -21,7 +22,7 @@ namespace moerl::ep {
 namespace {
 
 // Exit codes of `world` ranks of the worker test; -1 for a rank killed at the deadline.
-std::vector<int> run_ranks(int world, int port, double timeout_s) {
+std::vector<int> run_ranks(int world, int port, double timeout_s, bool one_gpu_each = false) {
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     pid_t pid = fork();
@@ -31,7 +32,7 @@ std::vector<int> run_ranks(int world, int port, double timeout_s) {
       setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("MOERL_CUDA_IPC_WORKER", "1", 1);
+      setenv("MOERL_CUDA_IPC_WORKER", one_gpu_each ? "spread" : "1", 1);
       execl("/proc/self/exe", "moerl_gpu_tests", "--gtest_filter=CudaIpcWorker.*", static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -62,6 +63,12 @@ std::vector<int> run_ranks(int world, int port, double timeout_s) {
 
 TEST(CudaIpc, TwoRanksOneGpu) { EXPECT_EQ(run_ranks(2, 29000 + getpid() % 2000, 120), std::vector<int>(2, 0)); }
 TEST(CudaIpc, FourRanksOneGpu) { EXPECT_EQ(run_ranks(4, 31000 + getpid() % 2000, 180), std::vector<int>(4, 0)); }
+// One rank per GPU: the writes cross NVLink (peer mappings between devices).
+TEST(CudaIpc, OneRankPerGpu) {
+  const int n = static_cast<int>(c10::cuda::device_count());
+  if (n < 2) GTEST_SKIP() << "needs 2 or more GPUs (found " << n << ")";
+  EXPECT_EQ(run_ranks(n, 33000 + getpid() % 2000, 180, true), std::vector<int>(n, 0));
+}
 
 double rel_err(const at::Tensor& out, const at::Tensor& ref) {
   at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
@@ -72,6 +79,7 @@ double rel_err(const at::Tensor& out, const at::Tensor& ref) {
 TEST(CudaIpcWorker, DispatchCombine) {
   if (!std::getenv("MOERL_CUDA_IPC_WORKER")) GTEST_SKIP() << "runs as a rank of CudaIpc.*";
   const int rank = std::atoi(std::getenv("RANK"));
+  if (std::string(std::getenv("MOERL_CUDA_IPC_WORKER")) == "spread") c10::cuda::set_device(static_cast<c10::DeviceIndex>(rank % c10::cuda::device_count()));
   const int64_t E = 16, K = 4, H = 264;  // H*2 bytes not a multiple of 16: byte path too
   for (Mode mode : {Mode::kNormal, Mode::kLowLatency}) {
     Config cfg;
