@@ -1,10 +1,8 @@
-// MoE block: router, ep dispatch/combine (autograd), grouped local SwiGLU experts (the fused
-// CPU op of cpu_experts.h for CPU float types, else the generic per-expert loop below).
+// MoE block: router, ep dispatch/combine (autograd), grouped local SwiGLU experts.
 #include "model/common/moe.h"
 
 #include "base/check.h"
 #include "ep/autograd.h"
-#include "model/common/cpu_experts.h"
 #include "model/common/layers.h"
 
 namespace moerl::model {
@@ -31,7 +29,6 @@ at::Tensor run_local_experts(const std::vector<ExpertWeights>& experts, const at
     at::Tensor y = g_local_experts_hook(experts, x_NH, topk_idx_NK, topk_weight_NK);
     if (y.defined()) return y;
   }
-  if (cpu_experts_apply(x_NH)) return cpu_experts(experts, x_NH, topk_idx_NK, topk_weight_NK);
   const int64_t N = x_NH.size(0), K = topk_idx_NK.size(1);
   const int64_t num_local = static_cast<int64_t>(experts.size());
   if (N == 0) return at::zeros_like(x_NH);
