@@ -47,8 +47,8 @@ inline void axpy(T alpha, const T* __restrict__ x, T* __restrict__ y, int64_t n)
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
-// q [B,Hq,T,D], k/v [B,Hkv,S,D], allowed [B,T,S]; writes out [B,T,Hq,D], probs [B,Hq,T,S],
-// any [B,T] (1 when the query has an allowed slot).
+// q [B,Hq,T,D], k/v [B,Hkv,S,D], allowed [B,T,S]; writes out [B,T,Hq,D] and probs [B,Hq,T,S]
+// (a query with no allowed slot gets uniform probabilities).
 template <typename T>
 void forward_kernel(const Dims& d, const T* q, const T* k, const T* v, const bool* allowed, T scale, T* out,
                     T* probs) {
