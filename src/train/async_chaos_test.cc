@@ -2,9 +2,11 @@
 // worker PROCESSES; a random worker is SIGKILLed and restarted every couple of seconds, one
 // worker is SIGTERMed mid-task (it must drain and exit 0), the trainer is SIGKILLed once and
 // restarted (it resumes from its checkpoint). The run must complete with lost == 0, every
-// task trained exactly once (trained.jsonl + accounting) and the training reward holding up.
+// task trained exactly once (trained.jsonl + accounting) and the training reward rising from
+// a deliberately short SFT warm start.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -48,7 +50,10 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
                         "max_staleness = 4\nstale_policy = \"regenerate\"\ndrain_seconds = 5\n"
                         "drain_margin_seconds = 0.5\ncall_timeout_seconds = 10\n";
   std::string text = testing::tiny_config_text(runtime);
-  // The demo model (hidden 64, 2 layers, 4 experts), a SFT warm start (150 steps, as the demo), then RL.
+  // The demo model (hidden 64, 2 layers, 4 experts), a deliberately weak SFT warm start
+  // (20 steps: answers often malformed) and partial credit for a well-formed answer, so RL
+  // has a reward to climb within 30 steps (in sync mode, seeds 1-3: training reward +0.10
+  // from the first third to the last).
   auto set = [&](const std::string& key, const std::string& val) {
     size_t p = text.find("\n" + key + " = ");
     ASSERT_NE(p, std::string::npos) << key;
@@ -63,13 +68,13 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   set("group_size", "8");
   set("prompts_per_step", std::to_string(kPrompts));
   set("max_new_tokens", "6");
-  set("sft_steps", "100");
+  set("sft_steps", "20");
   set("digits", "1");
   set("steps", std::to_string(kSteps));
   set("eval_prompts", "50");
-  text += "";
+  text.replace(text.find("[task]\n"), 7, "[task]\nformat_reward = 0.3\n");
   text.replace(text.find("[train]\n"), 8,
-               "[train]\nsft_batch_size = 64\nsft_lr = 3e-3\nlr = 5e-4\ncheckpoint_every = 3\nthreads = 1\n");
+               "[train]\nsft_batch_size = 64\nsft_lr = 3e-3\nlr = 2e-3\ncheckpoint_every = 3\nthreads = 1\n");
   std::string config = testing::write_config(dir, text);
   std::string run = dir + "/run";
   std::string log = dir + "/log";
@@ -147,10 +152,9 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   EXPECT_EQ(keys.size(), cursors.size());
   EXPECT_EQ(acc.at("samples_trained").get<int64_t>(), kSteps * kPrompts * 8) << acc.dump();
 
-  // Reward holds up under the chaos: the mean training reward of the last third is not
-  // below the first third's (minus sampling noise). A strict rise within 30 steps is not
-  // reliable for this tiny policy even in sync mode (see the report); a collapse (e.g. the
-  // trainer restart mixing up versions) fails here.
+  // Reward rises under the chaos: the mean training reward of the last third is above the
+  // first third's by a margin (about half the rise seen without chaos); a stalled learner or
+  // a collapse (e.g. the trainer restart mixing up versions) fails here.
   std::vector<double> rewards;
   std::map<int64_t, double> by_step;  // a replayed step after the trainer restart: keep the last
   for (const auto& m : read_jsonl(run + "/metrics.jsonl")) {
@@ -164,8 +168,13 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
     first += rewards[i] / third;
     last += rewards[kSteps - 1 - i] / third;
   }
-  EXPECT_GT(first, 0.1) << "the SFT warm start should solve some 1-digit sums";
-  EXPECT_GE(last, first - 0.08) << "first third " << first << ", last third " << last;
+  std::printf("chaos: training reward first third %.3f, last third %.3f; eval %s\n", first, last,
+              summary.at("eval").dump().c_str());
+  EXPECT_GT(first, 0.05) << "the SFT warm start should give some well-formed answers";
+  EXPECT_GT(last, first + 0.05) << "first third " << first << ", last third " << last;
+  // Held-out (greedy) reward does not fall below the warm start's.
+  EXPECT_GE(summary.at("eval").at("final").get<double>(), summary.at("eval").at("sft").get<double>() - 0.02)
+      << summary.at("eval").dump();
   std::filesystem::remove_all(dir);
 }
 

@@ -121,13 +121,19 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
   bool needs_old = lc.uses_critic() || cfg_.ppo_epochs > 1 ||
                    lc.behaviour_correction != rl::BehaviourCorrection::kNone ||
                    (lc.kl_coef > 0 && lc.kl_in == rl::KlPlacement::kReward);
+  // With one optimizer step per batch, pi_old is the policy of the gradient pass itself: its
+  // logprobs are that pass's, detached (bit for bit what a separate pass would compute), so
+  // the extra forward is only needed when something reads pi_old before the gradient pass
+  // (critic values and KL-in-reward enter the advantages) or after an update (ppo_epochs > 1).
+  const bool old_from_grad_pass = needs_old && cfg_.ppo_epochs == 1 && !lc.uses_critic() &&
+                                  !(lc.kl_coef > 0 && lc.kl_in == rl::KlPlacement::kReward);
   at::Tensor old_logp = at::zeros_like(mask), old_values = at::zeros_like(mask), ref_logp;
   if (reference_ != nullptr && lc.kl_coef > 0) ref_logp = at::zeros_like(mask);
-  if (needs_old || ref_logp.defined()) {
+  if ((needs_old && !old_from_grad_pass) || ref_logp.defined()) {
     at::NoGradGuard no_grad;
     for_micro_batches(B, mb_rows, [&](int64_t s, int64_t e) {
       PackedBatch mb = slice_rows(b, s, e);
-      if (needs_old) {
+      if (needs_old && !old_from_grad_pass) {
         model::ForwardOutput out = run_forward(policy_, mb);
         old_logp.slice(0, s, e).copy_(token_logprobs(out.logits_BTV, mb.input_ids_BT));
         if (lc.uses_critic()) {
@@ -153,6 +159,7 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
       model::ForwardOutput out = run_forward(policy_, mb);
       rl::PolicyLossInputs in;
       in.logp_BL = token_logprobs(out.logits_BTV, mb.input_ids_BT);
+      if (old_from_grad_pass) old_logp.slice(0, s, e).copy_(in.logp_BL.detach());
       if (needs_old) in.old_logp_BL = old_logp.slice(0, s, e);
       in.behav_logp_BL = mb.behav_logp_BT;
       if (!needs_old) in.behav_logp_BL = at::Tensor();  // fresh samples: behaviour = old

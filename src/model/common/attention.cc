@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "model/common/cpu_attention.h"
 #include "model/common/layers.h"
 
 namespace moerl::model {
@@ -39,9 +40,14 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
     values = cache->v[layer].narrow(2, 0, ctx.cache_start + T);
   }
   const int64_t S = keys.size(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  if (cpu_attention_applies(q, keys)) {  // one fused op instead of B*Hkv small gemms
+    at::Tensor out = cpu_attention(q, keys, values, ctx.allowed_B1TS, scale);  // [B,T,Hq,D]
+    return at::linear(out.view({B, T, Hq * D}), w.o_proj);
+  }
 
   at::Tensor q_grouped = q.reshape({B, Hkv, G * T, D});
-  at::Tensor scores = at::matmul(q_grouped, keys.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  at::Tensor scores = at::matmul(q_grouped, keys.transpose(2, 3)) * scale;
   // Mask and softmax in float32 (float64 for double models), as HF's eager attention does.
   const bool is_double = scores.scalar_type() == at::kDouble;
   scores = scores.view({B, Hkv, G, T, S}).to(is_double ? at::kDouble : at::kFloat);

@@ -1,0 +1,71 @@
+// The fused CPU attention core against the eager ATen math it replaces (matmul, masked_fill
+// with the lowest value, softmax, matmul): outputs and gradients of q, k and v, with padding,
+// a fully masked (pad) query row, grouped heads and a key length longer than the queries.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "model/common/cpu_attention.h"
+
+namespace moerl::model {
+namespace {
+
+// The eager reference, [B,T,Hq,D] like cpu_attention.
+at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& allowed, double scale) {
+  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1), S = k.size(2);
+  const int64_t G = Hq / Hkv;
+  at::Tensor scores = at::matmul(q.reshape({B, Hkv, G * T, D}), k.transpose(2, 3)) * scale;
+  scores = scores.view({B, Hkv, G, T, S});
+  const double lowest = q.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
+                                                      : std::numeric_limits<float>::lowest();
+  scores = scores.masked_fill(allowed.unsqueeze(1).logical_not(), lowest);
+  at::Tensor probs = at::softmax(scores, -1);
+  at::Tensor out = at::matmul(probs.view({B, Hkv, G * T, S}), v);
+  return out.view({B, Hq, T, D}).transpose(1, 2);
+}
+
+void compare(at::ScalarType dtype, double tol) {
+  const int64_t B = 3, Hq = 4, Hkv = 2, T = 5, S = 7, D = 8;
+  at::manual_seed(11);
+  auto opts = at::TensorOptions().dtype(dtype);
+  at::Tensor q = at::randn({B, Hq, T, D}, opts), k = at::randn({B, Hkv, S, D}, opts), v = at::randn({B, Hkv, S, D}, opts);
+  // Causal over the last T of S slots, key padding per row, and row 2's query 0 sees nothing.
+  at::Tensor causal = at::arange(S).unsqueeze(0).le(at::arange(S - T, S).unsqueeze(1));   // [T,S]
+  at::Tensor key_ok = at::ones({B, S}, at::kBool);
+  key_ok[1].narrow(0, 0, 2).fill_(false);
+  at::Tensor allowed = (causal.unsqueeze(0) & key_ok.unsqueeze(1)).unsqueeze(1).clone();  // [B,1,T,S]
+  allowed[2][0][0].fill_(false);
+  at::Tensor go = at::randn({B, T, Hq, D}, opts);
+  const double scale = 0.37;
+
+  auto run = [&](bool fused) {
+    at::Tensor qq = q.clone().set_requires_grad(true), kk = k.clone().set_requires_grad(true),
+               vv = v.clone().set_requires_grad(true);
+    at::Tensor out = fused ? cpu_attention(qq, kk, vv, allowed, scale) : eager(qq, kk, vv, allowed, scale);
+    out.backward(go);
+    return std::vector<at::Tensor>{out.detach(), qq.grad(), kk.grad(), vv.grad()};
+  };
+  ASSERT_TRUE(cpu_attention_applies(q, k));
+  std::vector<at::Tensor> f = run(true), e = run(false);
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < f.size(); ++i) {
+    ASSERT_EQ(f[i].sizes(), e[i].sizes()) << names[i];
+    EXPECT_LT((f[i] - e[i]).abs().max().item<double>(), tol) << names[i];
+    EXPECT_GT(f[i].abs().max().item<double>(), 0.01) << names[i] << " should not be trivially zero";
+  }
+  // The pad query (row 2, query 0) attends uniformly and gives q no gradient.
+  EXPECT_EQ(f[1][2].select(1, 0).abs().max().item<double>(), 0.0);
+  at::Tensor uniform = v[2].mean(1);  // [Hkv,D]
+  EXPECT_LT((f[0][2][0][0] - uniform[0]).abs().max().item<double>(), tol);
+}
+
+TEST(CpuAttention, MatchesEagerMathFloat64) { compare(at::kDouble, 1e-12); }
+TEST(CpuAttention, MatchesEagerMathFloat32) { compare(at::kFloat, 2e-5); }
+
+TEST(CpuAttention, AppliesOnlyToCpuFloatTypes) {
+  EXPECT_TRUE(cpu_attention_applies(at::zeros({1, 1, 1, 2}), at::zeros({1, 1, 1, 2})));
+  EXPECT_FALSE(cpu_attention_applies(at::zeros({1, 1, 1, 2}, at::kBFloat16), at::zeros({1, 1, 1, 2}, at::kBFloat16)));
+}
+
+}  // namespace
+}  // namespace moerl::model
