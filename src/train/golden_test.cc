@@ -81,6 +81,24 @@ nlohmann::json run(const fs::path& dir, int64_t stop_after) {
   return run_job(cfg, o);
 }
 
+// An SFT-only job (train.steps = 0) commits one checkpoint and a final model; it used to
+// commit the post-SFT state twice under one step name and fail on the second.
+TEST(Golden, SftOnlyRunFinishes) {
+  const fs::path dir = fs::temp_directory_path() / ("moerl-golden-sft-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
+  cfg.train.steps = 0;
+  cfg.train.checkpoint_every = 10;
+  JobOptions o;
+  o.run_dir = dir.string();
+  o.plot = false;
+  nlohmann::json s = run_job(cfg, o);
+  EXPECT_EQ(s["steps"]["rl"], 0);
+  EXPECT_EQ(s["steps"]["sft"], 40);
+  EXPECT_TRUE(fs::exists(dir / "final_model" / "config.json"));
+  fs::remove_all(dir);
+}
+
 TEST(Golden, TinyRunReproducesCommittedCurveAndResumes) {
   fs::path base = fs::temp_directory_path() / ("moerl-golden-" + std::to_string(::getpid()));
   fs::remove_all(base);

@@ -240,7 +240,9 @@ struct Job {
       progress.update(state.sft_step, {{"loss", st.loss}});
     }
     progress.finish();
-    if (t.checkpoint_every > 0 || t.steps == 0) checkpoint();
+    // With no RL steps to follow, run()'s final checkpoint is this state (plus the SFT eval):
+    // committing both under one step name would clash.
+    if (t.checkpoint_every > 0 && t.steps > 0) checkpoint();
   }
 
   rollout::EvalResult eval(const char* label) {
