@@ -1,5 +1,5 @@
 // Chaos test of the asynchronous job over Redis (AOF on): the trainer process and 3 rollout
-// worker PROCESSES; a random worker is SIGKILLed and restarted every couple of seconds, one
+// worker PROCESSES; a random worker is SIGKILLed and restarted every 5 steps or 2.5 s, one
 // worker is SIGTERMed mid-task (it must drain and exit 0), the trainer is SIGKILLed once and
 // restarted (it resumes from its checkpoint). The run must complete with lost == 0, every
 // task trained exactly once (trained.jsonl + accounting) and the training reward rising from
@@ -96,7 +96,10 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   bool trainer_killed = false, sigtermed = false;
   int sigterm_code = -2, kills = 0, code = 0;
   Deadline deadline = Deadline::after_seconds(480);
+  // SIGKILLs come every 5 RL steps or every 2.5 s, whichever is first, so a fast machine
+  // that finishes the run in a few seconds still sees several (kills >= 2 below).
   double next_kill = now_seconds() + 3;
+  int64_t next_kill_step = 5;
   while (true) {
     ASSERT_FALSE(deadline.expired()) << "run did not finish; logs in " << log;
     if (testing::exited(trainer, &code)) {
@@ -117,13 +120,14 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
       workers[0] = start_worker(0);
       sigtermed = true;
     }
-    if (steps >= 1 && now_seconds() >= next_kill) {
+    if (steps >= 1 && (now_seconds() >= next_kill || steps >= next_kill_step) && steps < kSteps) {
       int slot = 1 + static_cast<int>(rng() % 2);
       kill(workers[slot], SIGKILL);
       testing::wait_exit(workers[slot], 10);
       workers[slot] = start_worker(slot);
       ++kills;
       next_kill = now_seconds() + 2.5;
+      next_kill_step = steps + 5;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
