@@ -118,22 +118,21 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
   const at::Tensor& mask = b.response_mask_BT;
 
   // Passes without gradients: pi_old (proximal), the critic's old values, the reference.
-  bool needs_old = lc.uses_critic() || cfg_.ppo_epochs > 1 ||
-                   lc.behaviour_correction != rl::BehaviourCorrection::kNone ||
-                   (lc.kl_coef > 0 && lc.kl_in == rl::KlPlacement::kReward);
-  // With one optimizer step per batch, pi_old is the policy of the gradient pass itself: its
-  // logprobs are that pass's, detached (bit for bit what a separate pass would compute), so
-  // the extra forward is only needed when something reads pi_old before the gradient pass
-  // (critic values and KL-in-reward enter the advantages) or after an update (ppo_epochs > 1).
-  const bool old_from_grad_pass = needs_old && cfg_.ppo_epochs == 1 && !lc.uses_critic() &&
-                                  !(lc.kl_coef > 0 && lc.kl_in == rl::KlPlacement::kReward);
+  // pi_old needs its own forward when something reads it before the gradient pass (critic
+  // values and KL-in-reward enter the advantages) or after an update (ppo_epochs > 1).
+  const bool old_before_grad = lc.uses_critic() || cfg_.ppo_epochs > 1 ||
+                               (lc.kl_coef > 0 && lc.kl_in == rl::KlPlacement::kReward);
+  const bool needs_old = old_before_grad || lc.behaviour_correction != rl::BehaviourCorrection::kNone;
+  // Otherwise, with one optimizer step per batch, pi_old is the policy of the gradient pass
+  // itself: its logprobs are that pass's, detached (bit for bit what a separate pass gives).
+  const bool old_from_grad_pass = needs_old && !old_before_grad;
   at::Tensor old_logp = at::zeros_like(mask), old_values = at::zeros_like(mask), ref_logp;
   if (reference_ != nullptr && lc.kl_coef > 0) ref_logp = at::zeros_like(mask);
-  if ((needs_old && !old_from_grad_pass) || ref_logp.defined()) {
+  if (old_before_grad || ref_logp.defined()) {
     at::NoGradGuard no_grad;
     for_micro_batches(B, mb_rows, [&](int64_t s, int64_t e) {
       PackedBatch mb = slice_rows(b, s, e);
-      if (needs_old && !old_from_grad_pass) {
+      if (old_before_grad) {
         model::ForwardOutput out = run_forward(policy_, mb);
         old_logp.slice(0, s, e).copy_(token_logprobs(out.logits_BTV, mb.input_ids_BT));
         if (lc.uses_critic()) {
@@ -146,7 +145,7 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
       }
     });
   }
-  at::Tensor adv = advantages(b, old_values, ref_logp, needs_old ? old_logp : b.behav_logp_BT, group_size);
+  at::Tensor adv = advantages(b, old_values, ref_logp, old_before_grad ? old_logp : b.behav_logp_BT, group_size);
   rl::LossNorm norm = rl::LossNorm::from_mask(mask, cfg_.max_new_tokens);
   double total_tokens = std::max(1.0, b.attention_mask_BT.sum().item<double>());
 
