@@ -42,7 +42,7 @@ class NcclGroup final : public Group {
   int64_t num_experts() const override { return num_experts_; }
 
   Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
-    check_experts(num_experts);
+    detail::check_num_experts(num_experts, num_experts_);
     const int64_t El = num_experts_ / num_ranks_;
     at::Tensor dest = owner(topk_idx_TK, El);
     Layout l;
@@ -187,12 +187,6 @@ class NcclGroup final : public Group {
     } catch (const std::exception& e) {
       throw Error("ep nccl rank " + std::to_string(rank_) + ": " + what + " failed: " + e.what(),
                   "a peer is dead, hung or far slower than expected; check its log", ErrorCode::kTimeout);
-    }
-  }
-  void check_experts(int64_t e) const {
-    if (e != num_experts_) {
-      throw Error("ep: num_experts=" + std::to_string(e) + " but the group was made for " + std::to_string(num_experts_),
-                  "pass the same expert count to the group and to get_dispatch_layout");
     }
   }
 

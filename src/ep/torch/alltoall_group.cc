@@ -36,11 +36,7 @@ class AllToAllGroup final : public Group {
   int64_t num_experts() const override { return num_experts_; }
 
   Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
-    if (num_experts != num_experts_) {
-      throw Error("ep: num_experts=" + std::to_string(num_experts) + " but the group was made for " +
-                      std::to_string(num_experts_),
-                  "pass the same expert count to the group and to get_dispatch_layout");
-    }
+    detail::check_num_experts(num_experts, num_experts_);
     return detail::compute_layout(topk_idx_TK, num_experts, num_ranks_);
   }
 

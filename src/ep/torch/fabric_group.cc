@@ -60,7 +60,7 @@ class FabricGroup final : public Group {
   int64_t num_experts() const override { return num_experts_; }
 
   Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
-    check_experts(num_experts);
+    detail::check_num_experts(num_experts, num_experts_);
     return detail::compute_layout(topk_idx_TK, num_experts, num_ranks_);
   }
 
@@ -329,12 +329,6 @@ class FabricGroup final : public Group {
     }
   }
 
-  void check_experts(int64_t e) const {
-    if (e != num_experts_) {
-      throw Error("ep: num_experts=" + std::to_string(e) + " but the group was made for " + std::to_string(num_experts_),
-                  "pass the same expert count to the group and to get_dispatch_layout");
-    }
-  }
   void check_bounds(int64_t T, int64_t K) const {
     if (T > cfg_.max_tokens_per_rank || K > cfg_.max_topk) {
       throw Error("ep fabric: dispatch of T=" + std::to_string(T) + " tokens, K=" + std::to_string(K) +

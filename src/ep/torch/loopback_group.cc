@@ -23,7 +23,7 @@ class LoopbackGroup final : public Group {
   int64_t num_experts() const override { return num_experts_; }
 
   Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
-    check_experts(num_experts);
+    detail::check_num_experts(num_experts, num_experts_);
     return detail::compute_layout(topk_idx_TK, num_experts, 1);
   }
 
@@ -72,13 +72,6 @@ class LoopbackGroup final : public Group {
   }
 
  private:
-  void check_experts(int64_t e) const {
-    if (e != num_experts_) {
-      throw Error("ep: num_experts=" + std::to_string(e) + " but the group was made for " +
-                      std::to_string(num_experts_),
-                  "pass the same expert count to the group and to get_dispatch_layout");
-    }
-  }
   static std::shared_ptr<LoopbackState> state_of(const Handle& h) {
     auto st = std::static_pointer_cast<LoopbackState>(h.state);
     if (!st) throw Error("ep: combine/cached dispatch got an empty handle", "pass the handle a dispatch returned");

@@ -86,4 +86,11 @@ at::Tensor check_combine_input(const at::Tensor& y_NH, int64_t rows) {
   return y_NH.contiguous();
 }
 
+void check_num_experts(int64_t given, int64_t group) {
+  if (given != group) {
+    throw Error("ep: num_experts=" + std::to_string(given) + " but the group was made for " + std::to_string(group),
+                "pass the same expert count to the group and to get_dispatch_layout");
+  }
+}
+
 }  // namespace moerl::ep::detail

@@ -22,6 +22,9 @@ struct DispatchInputs {
 };
 DispatchInputs check_dispatch_inputs(const at::Tensor& x_TH, const at::Tensor& topk_idx_TK,
                                      const at::Tensor& topk_weights_TK, int64_t num_experts);
+// Throws unless get_dispatch_layout's expert count equals the group's.
+void check_num_experts(int64_t given, int64_t group);
+
 // Checks a combine input: 2-D, float32/bfloat16, `rows` rows; returns it contiguous.
 at::Tensor check_combine_input(const at::Tensor& y_NH, int64_t rows);
 
