@@ -1,15 +1,9 @@
-// Dynamic-sampling group filter and soft overlong penalty (DAPO).
+// Soft overlong penalty (DAPO).
 #include "rl/reward_shaping.h"
 
 #include "base/check.h"
 
 namespace moerl::rl {
-
-at::Tensor group_has_signal(const at::Tensor& rewards_NG, double tol) {
-  MOERL_CHECK_EQ(rewards_NG.dim(), 2) << "rewards must be [num_groups, G]";
-  at::Tensor r = rewards_NG.to(at::kDouble);
-  return (std::get<0>(r.max(1)) - std::get<0>(r.min(1))) > tol;
-}
 
 at::Tensor overlong_penalty(const at::Tensor& lengths_B, int64_t max_len, int64_t buffer_len) {
   MOERL_CHECK_EQ(lengths_B.dim(), 1);

@@ -1,4 +1,4 @@
-// Dynamic-sampling filter and soft overlong penalty against hand-computed values.
+// Soft overlong penalty against hand-computed values.
 #include "rl/reward_shaping.h"
 
 #include <gtest/gtest.h>
@@ -10,13 +10,6 @@ namespace {
 
 using testing::expect_all_near;
 using testing::t;
-
-TEST(RewardShaping, GroupHasSignal) {
-  at::Tensor r = t({1, 1, 1, /**/ 0, 1, 0, /**/ 0.3, 0.3, 0.3, /**/ 0.2, 0.2, 0.25}, {4, 3});
-  at::Tensor keep = group_has_signal(r);
-  EXPECT_EQ(keep.scalar_type(), at::kBool);
-  expect_all_near(keep.to(at::kDouble), {0, 1, 0, 1});
-}
 
 // max_len 64, buffer 16: free up to 48; 56 -> -0.5; 60 -> -0.75; 64 and 70 -> -1.
 TEST(RewardShaping, OverlongPenalty) {

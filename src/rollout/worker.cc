@@ -4,6 +4,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -19,8 +21,27 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Reward functions are not promised to be thread-safe; in-process workers share one.
+// How long a batch waits for a version announced but still being staged.
+constexpr auto kStagingWait = std::chrono::seconds(2);
+
+// Reward functions are not promised to be thread-safe; in-process workers share one, so its
+// score() calls are serialised (generation itself runs concurrently).
 std::mutex g_reward_mu;
+
+class SerializedReward final : public tasks::RewardFn {
+ public:
+  explicit SerializedReward(tasks::RewardFn& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  std::vector<double> score(const std::vector<tasks::TaskItem>& items,
+                            const std::vector<std::string>& completions) override {
+    std::lock_guard<std::mutex> lock(g_reward_mu);
+    return inner_.score(items, completions);
+  }
+  tasks::RewardRange range() const override { return inner_.range(); }
+
+ private:
+  tasks::RewardFn& inner_;
+};
 
 // Forwards to the real queue and remembers the leases of the latest lease() call, so the
 // process function can generate all of them in one batch.
@@ -100,6 +121,10 @@ void RolloutWorker::stage_loop(runtime::DrainController* drain) {
       }
       auto v = backends_.weights->wait_newer(have, Deadline::after_seconds(0.5));
       if (!v) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        announced_version_ = std::max(announced_version_, v->version);
+      }
       StagedWeights w = fetch_weights(store_, v->location, scratch);
       std::lock_guard<std::mutex> lock(mu_);
       if (w.version > staged_version_) {
@@ -107,6 +132,7 @@ void RolloutWorker::stage_loop(runtime::DrainController* drain) {
         staged_version_ = w.version;
         staged_ = std::move(w);
       }
+      cv_.notify_all();
     } catch (const Error& e) {
       // A version pruned while we read it, or the registry briefly unreachable: try the newest.
       MOERL_LOG(WARN) << options_.worker_id << ": staging weights failed, retrying: " << e.what();
@@ -119,7 +145,8 @@ void RolloutWorker::stage_loop(runtime::DrainController* drain) {
 void RolloutWorker::activate_staged() {
   std::optional<StagedWeights> w;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kStagingWait, [&] { return stop_ || staged_version_ >= announced_version_; });
     if (!staged_ || staged_->version <= active_version_) return;
     w = std::move(staged_);
     staged_.reset();
@@ -181,7 +208,8 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
   }
 
   BatchingQueue queue(*backends_.queue);
-  GroupRollout gen(*policy_, *setup_.tokenizer, *setup_.reward, setup_.gen, options_.worker_id);
+  SerializedReward reward(*setup_.reward);
+  GroupRollout gen(*policy_, *setup_.tokenizer, reward, setup_.gen, options_.worker_id);
   std::map<std::string, runtime::ExperienceRecord> ready;  // lease id -> record of this batch
   const uint64_t worker_seed = mix(setup_.seed, std::hash<std::string>{}(options_.worker_id));
   runtime::ProcessFn process = [&](const runtime::TaskUnit&,
@@ -208,11 +236,8 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
         ids.push_back(ctx.lease().lease_id);
       }
       activate_staged();
-      std::vector<runtime::ExperienceRecord> recs;
-      {
-        std::lock_guard<std::mutex> lock(g_reward_mu);
-        recs = gen.run(units, mix(worker_seed, static_cast<uint64_t>(stats_.batches)), active_version_);
-      }
+      std::vector<runtime::ExperienceRecord> recs =
+          gen.run(units, mix(worker_seed, static_cast<uint64_t>(stats_.batches)), active_version_);
       ++stats_.batches;
       stats_.last_version = active_version_;
       for (size_t i = 0; i < recs.size(); ++i) {

@@ -4,7 +4,9 @@
 // exit 0). A background stager waits for newer weight versions (WeightRegistry::wait_newer),
 // downloads and verifies them while generation goes on; the worker ACTIVATES a staged version
 // only between generate() calls, so one forward pass never mixes two versions, and every
-// sample records the version that produced it (runtime::VersionSpan). The leased tasks of one
+// sample records the version that produced it (runtime::VersionSpan). A batch starts on the
+// newest announced version: if its staging is under way, the worker waits for it (bounded),
+// since a batch started on the older one would reach the trainer a version staler. The leased tasks of one
 // lease() call are generated together in ONE batched generate() call.
 //
 //   RolloutWorker w(setup, backends, store, {.worker_id = "pod-3", .scratch_dir = "/tmp/w3"});
@@ -36,7 +38,7 @@ namespace moerl::rollout {
 
 struct WorkerSetup {
   const model::Tokenizer* tokenizer = nullptr;
-  tasks::RewardFn* reward = nullptr;   // calls are serialised by the worker (one mutex per process)
+  tasks::RewardFn* reward = nullptr;   // score() calls are serialised (one mutex per process)
   RolloutConfig gen;
   runtime::RuntimeConfig runtime;
   uint64_t seed = 0;
@@ -91,6 +93,7 @@ class RolloutWorker {
   bool stop_ = false;                         // guarded by mu_
   std::optional<StagedWeights> staged_;       // guarded by mu_
   uint64_t staged_version_ = 0;               // guarded by mu_ (newest fetched)
+  uint64_t announced_version_ = 0;            // guarded by mu_ (newest seen in the registry)
   std::thread stager_;
 };
 

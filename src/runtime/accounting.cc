@@ -17,6 +17,7 @@ const char* counter_name(Counter c) {
     case Counter::kStaleDropped: return "stale_dropped";
     case Counter::kTasksRequeued: return "tasks_requeued";
     case Counter::kDeadLettered: return "dead_lettered";
+    case Counter::kGroupsFiltered: return "groups_filtered";
     case Counter::kCount: break;
   }
   return "unknown";

@@ -30,6 +30,7 @@ enum class Counter : int {
   kStaleDropped,
   kTasksRequeued,      // handed back (drain, stale regeneration) or expired and re-delivered
   kDeadLettered,
+  kGroupsFiltered,     // completed records not trained: all rewards equal (dynamic sampling)
   kCount,
 };
 const char* counter_name(Counter c);

@@ -2,17 +2,24 @@
 #include "runtime/controller.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 
 namespace moerl::runtime {
 
+namespace {
+// Weight of one record in the moving average of the kept fraction (~the last 20 records).
+constexpr double kKeepAverageWeight = 0.05;
+}  // namespace
+
 void ControllerConfig::validate() const {
-  if (total_tasks < 0 || queue_ahead < 1 || !(call_timeout_seconds > 0)) {
+  if (total_tasks < 0 || queue_ahead < 1 || max_queue_factor < 1 || !(call_timeout_seconds > 0)) {
     throw Error("controller: total_tasks=" + std::to_string(total_tasks) + " queue_ahead=" +
-                    std::to_string(queue_ahead) + " call_timeout_seconds=" +
-                    std::to_string(call_timeout_seconds) + " out of range",
-                "need total_tasks >= 0 (0 = unlimited), queue_ahead >= 1, a positive timeout");
+                    std::to_string(queue_ahead) + " max_queue_factor=" + std::to_string(max_queue_factor) +
+                    " call_timeout_seconds=" + std::to_string(call_timeout_seconds) + " out of range",
+                "need total_tasks >= 0 (0 = unlimited), queue_ahead >= 1, max_queue_factor >= 1, a positive "
+                "timeout");
   }
 }
 
@@ -28,10 +35,16 @@ AsyncController::AsyncController(ControllerConfig config, TaskQueue& queue,
   config_.validate();
 }
 
+int64_t AsyncController::queue_target() const {
+  const double factor = std::min(static_cast<double>(config_.max_queue_factor), 1.0 / std::max(keep_fraction_, 1e-3));
+  return static_cast<int64_t>(std::ceil(static_cast<double>(config_.queue_ahead) * factor - 1e-9));
+}
+
 int64_t AsyncController::top_up(Deadline deadline) {
   int64_t queued = queue_.depth(deadline).queued();
   int64_t n = 0;
-  while (queued + n < config_.queue_ahead &&
+  const int64_t target = queue_target();
+  while (queued + n < target &&
          (config_.total_tasks == 0 ||
           static_cast<int64_t>(cursor_ - config_.first_cursor) < config_.total_tasks)) {
     // Idempotent: after a restart, tasks a previous life already enqueued are skipped.
@@ -55,8 +68,24 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
     Deadline slice = Deadline::after_seconds(std::min(0.5, std::max(0.0, deadline.remaining_seconds())));
     std::vector<ExperienceRecord> got = buffer_.take(n - out.size(), slice);
     acc_->set(Counter::kDuplicatesDropped, buffer_.stats().duplicates_dropped);
+    // Every task created and none left in the queue: nothing more can arrive (a filtered or
+    // dropped tail leaves the batch short).
+    if (got.empty() && exhausted() &&
+        queue_.depth(Deadline::after_seconds(config_.call_timeout_seconds)).queued() == 0) {
+      break;
+    }
     StaleSplit split = config_.stale.apply(std::move(got), current_version, acc_);
-    for (ExperienceRecord& r : split.keep) out.push_back(std::move(r));
+    for (ExperienceRecord& r : split.keep) {
+      if (config_.drop_no_signal) {
+        const bool keep = has_signal(r);
+        keep_fraction_ += kKeepAverageWeight * ((keep ? 1.0 : 0.0) - keep_fraction_);
+        if (!keep) {
+          acc_->add(Counter::kGroupsFiltered);
+          continue;
+        }
+      }
+      out.push_back(std::move(r));
+    }
     if (config_.stale.policy == StalePolicy::kRegenerate) {
       for (const ExperienceRecord& r : split.stale) {
         queue_.enqueue(factory_(r.cursor, r.attempt + 1),
@@ -68,6 +97,10 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
   last_return_ = now_seconds();
   acc_->add_role_time(Role::kTrainer, 0, last_return_ - entered);
   return out;
+}
+
+bool AsyncController::exhausted() const {
+  return config_.total_tasks > 0 && static_cast<int64_t>(cursor_ - config_.first_cursor) >= config_.total_tasks;
 }
 
 bool AsyncController::finished(Deadline deadline) {

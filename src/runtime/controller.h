@@ -28,6 +28,11 @@ struct ControllerConfig {
   int64_t queue_ahead = 8;   // keep this many tasks queued (ready + leased) ahead of training
   uint64_t first_cursor = 0; // data cursor of the first task
   StaleFilter stale;
+  // Dynamic sampling (DAPO): records whose rewards are all equal complete their task but are
+  // not trained (groups_filtered). top_up then queues queue_ahead / (fraction kept) tasks, at
+  // most queue_ahead * max_queue_factor, so the trainer still gets full batches.
+  bool drop_no_signal = false;
+  int64_t max_queue_factor = 4;
   double call_timeout_seconds = 30;
   void validate() const;
 };
@@ -42,7 +47,9 @@ class AsyncController {
   // how many it enqueued.
   int64_t top_up(Deadline deadline);
   // Up to n records (task groups) fresh enough for `current_version`; waits until it has n or
-  // the deadline passes. Stale records are dropped or their tasks re-enqueued (attempt + 1).
+  // the deadline passes. Stale records are dropped or their tasks re-enqueued (attempt + 1);
+  // under drop_no_signal, records without a reward spread are dropped. Returns early (short)
+  // once every task was created and the queue is empty: nothing more can arrive.
   std::vector<ExperienceRecord> next_batch(size_t n, uint64_t current_version, Deadline deadline);
   // All total_tasks created and each completed (trained, or stale under kDrop) or dead.
   bool finished(Deadline deadline);
@@ -62,6 +69,9 @@ class AsyncController {
   Accounting own_acc_;          // used when the caller passes none
   uint64_t cursor_;             // next dataset index to enqueue
   double last_return_ = 0;      // when next_batch last returned (trainer busy since then)
+  double keep_fraction_ = 1;    // moving average of records kept by drop_no_signal
+  int64_t queue_target() const;
+  bool exhausted() const;       // all total_tasks created
 };
 
 }  // namespace moerl::runtime

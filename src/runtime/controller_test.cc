@@ -86,6 +86,65 @@ TEST(Controller, RegeneratesStaleTasksWithNextAttempt) {
   EXPECT_EQ(ctl.report(soon()).staleness_histogram.at(3), 3);
 }
 
+// Dynamic sampling: records of odd cursors have equal rewards and are completed without
+// being trained; the controller queues more tasks ahead as the kept fraction falls, and the
+// accounting still balances.
+TEST(Controller, DropsGroupsWithoutSignalAndQueuesMoreAhead) {
+  InProcessTaskQueue q;
+  InProcessExperienceBuffer b;
+  Accounting acc;
+  ControllerConfig cfg{.total_tasks = 40, .queue_ahead = 4, .drop_no_signal = true, .max_queue_factor = 3};
+  AsyncController ctl(cfg, q, b, task_at, &acc);
+  auto serve_half_flat = [&] {
+    while (true) {
+      auto leases = q.lease("w", 4, 30, Deadline::after_seconds(0.05));
+      if (leases.empty()) break;
+      for (Lease& l : leases) {
+        ExperienceRecord r = record_for(l.task, "w", 0);
+        if (l.task.cursor % 2) for (Sample& smp : r.samples) smp.reward = 1.0f;
+        b.put(r, soon());
+        q.ack(l, soon());
+      }
+    }
+  };
+  EXPECT_EQ(ctl.top_up(soon()), 4);
+  std::vector<uint64_t> trained;
+  int64_t most_queued = 0;
+  while (!ctl.finished(soon())) {
+    serve_half_flat();
+    for (const ExperienceRecord& r : ctl.next_batch(2, 0, Deadline::after_seconds(0.3))) {
+      EXPECT_TRUE(has_signal(r));
+      trained.push_back(r.cursor);
+    }
+    ctl.top_up(soon());
+    most_queued = std::max(most_queued, q.depth(soon()).queued());
+  }
+  EXPECT_EQ(trained.size(), 20u);
+  for (uint64_t c : trained) EXPECT_EQ(c % 2, 0u);
+  // Every task created and completed: a further wait returns at once instead of at the deadline.
+  const double t0 = now_seconds();
+  EXPECT_TRUE(ctl.next_batch(2, 0, Deadline::after_seconds(60)).empty());
+  EXPECT_LT(now_seconds() - t0, 5.0);
+  // Half the records are kept: the queue target grows from 4 towards 8 (cap 12).
+  EXPECT_GT(most_queued, 4);
+  EXPECT_LE(most_queued, 12);
+  AccountingReport r = ctl.report(soon());
+  EXPECT_EQ(r.get(Counter::kGroupsFiltered), 20);
+  EXPECT_EQ(r.get(Counter::kTasksCompleted), 40);
+  EXPECT_EQ(r.lost, 0);
+}
+
+TEST(Records, HasSignalWhenRewardsDiffer) {
+  ExperienceRecord r = record_for(make_task("t", 1), "w", 0);
+  EXPECT_TRUE(has_signal(r));
+  for (Sample& s : r.samples) s.reward = 0.25f;
+  EXPECT_FALSE(has_signal(r));
+  r.samples.back().reward = 0.5f;
+  EXPECT_TRUE(has_signal(r));
+  r.samples.clear();
+  EXPECT_FALSE(has_signal(r));
+}
+
 class ControllerRedisTest : public RedisTest {};
 
 // The trainer crashes after enqueueing past its checkpoint: the restarted controller neither

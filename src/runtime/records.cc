@@ -127,6 +127,13 @@ int64_t total_response_tokens(const ExperienceRecord& r) {
   return n;
 }
 
+bool has_signal(const ExperienceRecord& r, double tol) {
+  if (r.samples.empty()) return false;
+  auto [lo, hi] = std::minmax_element(r.samples.begin(), r.samples.end(),
+                                      [](const Sample& a, const Sample& b) { return a.reward < b.reward; });
+  return static_cast<double>(hi->reward) - static_cast<double>(lo->reward) > tol;
+}
+
 void validate(const TaskUnit& t) {
   if (t.task_id.empty()) {
     throw Error("task unit: task_id is empty", "give every prompt group a stable, unique id");

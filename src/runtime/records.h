@@ -70,6 +70,10 @@ uint64_t oldest_version(const ExperienceRecord& r);
 // current_version - oldest_version, or 0 when the record is not older than current.
 uint64_t staleness(const ExperienceRecord& r, uint64_t current_version);
 int64_t total_response_tokens(const ExperienceRecord& r);
+// True when the group's rewards are not all equal (max - min > tol). An all-equal group has
+// advantage 0 under every group estimator (GRPO, Dr.GRPO, RLOO), so dynamic sampling (DAPO)
+// does not train on it.
+bool has_signal(const ExperienceRecord& r, double tol = 1e-9);
 
 // Field consistency (non-empty id, logprobs per token, span order). Throws moerl::Error
 // naming the field; encode_* calls these first.

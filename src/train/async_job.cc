@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -217,8 +218,11 @@ struct AsyncTrainer {
     if (!state.extra.contains("rl_first_cursor")) state.extra["rl_first_cursor"] = state.cursor;
     const uint64_t first = state.extra["rl_first_cursor"].get<uint64_t>();
     runtime::ControllerConfig cc;
-    cc.total_tasks = t.steps * P;
+    // Dynamic sampling may need up to max_sampling_rounds prompts per trained group.
+    cc.total_tasks = t.steps * P * (cfg.rollout.dynamic_sampling ? cfg.rollout.max_sampling_rounds : 1);
     cc.queue_ahead = std::max<int64_t>(P, cfg.runtime.tasks_per_lease * cfg.rollout.num_workers);
+    cc.drop_no_signal = cfg.rollout.dynamic_sampling;
+    cc.max_queue_factor = cfg.rollout.max_sampling_rounds;
     cc.first_cursor = first;
     cc.stale = {.max_staleness = cfg.runtime.max_staleness, .policy = cfg.runtime.stale_policy};
     cc.call_timeout_seconds = cfg.runtime.call_timeout_seconds;
@@ -287,7 +291,10 @@ struct AsyncTrainer {
                             {"step_s", st.seconds}, {"version", state.policy_version},
                             {"staleness_mean", stale_sum / batch.size()}, {"staleness_max", stale_max},
                             {"queue_depth", rep.queue_depth}, {"trainer_idle_fraction", rep.trainer_idle_fraction},
-                            {"rollout_idle_fraction", rep.rollout_idle_fraction}};
+                            {"rollout_idle_fraction", rep.rollout_idle_fraction},
+                            {"flat_groups", std::count_if(batch.begin(), batch.end(), [](const auto& r) {
+                               return !runtime::has_signal(r); })}};
+      if (cfg.rollout.dynamic_sampling) row["groups_filtered"] = rep.get(runtime::Counter::kGroupsFiltered);
       if (t.eval_every > 0 && state.rl_step % t.eval_every == 0 && state.rl_step < t.steps) {
         row["eval_reward"] = eval("periodic").mean_reward;
       }

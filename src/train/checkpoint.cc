@@ -74,7 +74,13 @@ std::string save_checkpoint(store::ObjectStore& store, const std::string& root, 
   fs::create_directories(model_dir);
   policy.save(model_dir.string());
   tokenizer.save(model_dir.string());
-  store::CommitWriter w(store, root + "/" + step_name(state));
+  // A second checkpoint at the same steps (an async run whose RL phase trained nothing after
+  // the SFT checkpoint) takes the next free suffix: "step-...-sft-000150.2" sorts after it.
+  std::string name = step_name(state);
+  for (int n = 2; store.head(root + "/" + name + "/" + store::kManifestName); ++n) {
+    name = step_name(state) + "." + std::to_string(n);
+  }
+  store::CommitWriter w(store, root + "/" + name);
   for (const auto& e : fs::directory_iterator(model_dir)) {
     w.put_file("model/" + e.path().filename().string(), e.path().string());
   }

@@ -99,6 +99,35 @@ TEST(Golden, SftOnlyRunFinishes) {
   fs::remove_all(dir);
 }
 
+// Dynamic sampling on the tiny job (1-digit sums, mostly solved after SFT, so many groups
+// are all-correct): every step trains a full batch of groups that each have a reward spread,
+// and the filtered groups are counted.
+TEST(Golden, DynamicSamplingTrainsOnlyGroupsWithSignal) {
+  const fs::path dir = fs::temp_directory_path() / ("moerl-golden-dyn-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
+  cfg.rollout.dynamic_sampling = true;
+  cfg.rollout.max_sampling_rounds = 8;
+  JobOptions o;
+  o.run_dir = dir.string();
+  o.plot = false;
+  nlohmann::json s = run_job(cfg, o);
+  const int64_t filtered = s["sampling"]["groups_filtered"].get<int64_t>();
+  EXPECT_GT(filtered, 0);
+  int64_t rows = 0, last_filtered = 0;
+  for (const auto& row : metrics::read_jsonl((dir / "metrics.jsonl").string())) {
+    if (row["phase"] != "rl") continue;
+    ++rows;
+    EXPECT_EQ(row["samples"].get<int64_t>(), 16) << row.dump();  // 4 groups x 4
+    EXPECT_EQ(row["flat_groups"].get<int64_t>(), 0) << row.dump();
+    EXPECT_GE(row["groups_filtered"].get<int64_t>(), last_filtered);
+    last_filtered = row["groups_filtered"].get<int64_t>();
+  }
+  EXPECT_EQ(rows, 6);
+  EXPECT_EQ(last_filtered, filtered);
+  fs::remove_all(dir);
+}
+
 TEST(Golden, TinyRunReproducesCommittedCurveAndResumes) {
   fs::path base = fs::temp_directory_path() / ("moerl-golden-" + std::to_string(::getpid()));
   fs::remove_all(base);

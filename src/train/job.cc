@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +36,7 @@ namespace {
 
 constexpr const char* kCheckpointRoot = "ckpt";
 constexpr double kEpTimeoutS = 120;  // every collective wait of an EP job
+constexpr double kKeepAverageWeight = 0.05;  // dynamic sampling: one group's weight in keep_fraction
 
 uint64_t mix_seed(uint64_t seed, uint64_t stream, uint64_t step) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ step;
@@ -73,6 +75,9 @@ struct Job {
   // Accumulated over this process's RL steps, for throughput.
   double rl_seconds = 0, gen_seconds = 0, train_seconds = 0;
   int64_t rl_samples = 0, gen_tokens = 0, train_tokens = 0;
+  // Dynamic sampling: moving average of the fraction of groups kept, groups not trained.
+  double keep_fraction = 1;
+  int64_t groups_filtered = 0, groups_surplus = 0;
   bool stopped_early = false;
 
   Job(const JobConfig& c, JobOptions o) : cfg(c), opts(std::move(o)) {}
@@ -289,9 +294,64 @@ struct Job {
     t2 = t1 + s[16] / R;
   }
 
+  // One step's experience: prompts_per_step prompts from the data cursor, generated with the
+  // current policy. With dynamic sampling, groups whose rewards are all equal are set aside
+  // and more rounds are drawn (sized by the fraction kept so far) until the step has
+  // prompts_per_step groups or max_sampling_rounds x prompts_per_step prompts were drawn;
+  // surplus groups of the last round are not trained. *generated_tokens: all rounds' tokens.
+  std::vector<runtime::ExperienceRecord> sample_step(rollout::GroupRollout& gen, int64_t* generated_tokens) {
+    const TrainSection& t = cfg.train;
+    const int64_t P = cfg.rollout.prompts_per_step;
+    const bool dynamic = cfg.rollout.dynamic_sampling;  // one rank only (checked by JobConfig)
+    const int64_t budget = dynamic ? P * cfg.rollout.max_sampling_rounds : P;
+    std::vector<runtime::ExperienceRecord> kept, last;
+    int64_t drawn = 0;
+    for (uint64_t round = 0; drawn < budget && static_cast<int64_t>(kept.size()) < P; ++round) {
+      const double want = static_cast<double>(P - static_cast<int64_t>(kept.size()));
+      const int64_t n = round == 0 ? P : std::min<int64_t>(budget - drawn, static_cast<int64_t>(std::ceil(
+                                                            want / std::max(keep_fraction, 0.05))));
+      std::vector<runtime::TaskUnit> units;
+      for (int64_t i = 0; i < n; ++i) {
+        if (i % world == rank) {  // rank r takes prompts r, r+R, ...; a group stays on one rank
+          units.push_back(rollout::make_task_unit(cfg.task->item(tasks::Split::kTrain, state.cursor), *tok,
+                                                  static_cast<uint32_t>(cfg.loss.group_size), state.cursor));
+        }
+        ++state.cursor;
+      }
+      drawn += n;
+      const uint64_t stream = 1 + (static_cast<uint64_t>(rank) << 32) + (round << 48);
+      last = gen.run(units, mix_seed(t.seed, stream, state.rl_step), state.policy_version);
+      for (runtime::ExperienceRecord& r : last) {
+        *generated_tokens += runtime::total_response_tokens(r);
+        if (!dynamic) {
+          kept.push_back(std::move(r));
+          continue;
+        }
+        const bool signal = runtime::has_signal(r);
+        keep_fraction += kKeepAverageWeight * ((signal ? 1.0 : 0.0) - keep_fraction);
+        if (signal) {
+          kept.push_back(r);
+        } else {
+          ++groups_filtered;
+        }
+      }
+    }
+    if (static_cast<int64_t>(kept.size()) > P) {
+      groups_surplus += static_cast<int64_t>(kept.size()) - P;
+      kept.resize(static_cast<size_t>(P));
+    }
+    if (kept.empty()) {
+      // No group with a reward spread in the whole budget: train on the last round (its
+      // policy-gradient term is 0; the MoE auxiliary losses still apply).
+      MOERL_LOG(WARN) << "rl step " << state.rl_step + 1 << ": no prompt group with unequal rewards in " << drawn
+                      << " prompts; training on the last round as drawn";
+      kept = std::move(last);
+    }
+    return kept;
+  }
+
   void rl_phase() {
     const TrainSection& t = cfg.train;
-    const int64_t G = cfg.loss.group_size;
     if (cfg.loss.kl_coef > 0) {
       // Frozen reference = the policy as RL starts (the SFT result, or the resumed weights'
       // origin is not kept: a resumed run re-anchors on its restored policy).
@@ -309,17 +369,8 @@ struct Job {
     Progress progress("rl", t.steps, progress_options(state.rl_step));
     while (state.rl_step < t.steps) {
       double t0 = now_seconds();
-      std::vector<runtime::TaskUnit> units;
-      for (int64_t i = 0; i < cfg.rollout.prompts_per_step; ++i) {
-        if (i % world == rank) {  // rank r takes prompts r, r+R, ...; a group stays on one rank
-          units.push_back(rollout::make_task_unit(cfg.task->item(tasks::Split::kTrain, state.cursor), *tok,
-                                                  static_cast<uint32_t>(G), state.cursor));
-        }
-        ++state.cursor;
-      }
-      std::vector<runtime::ExperienceRecord> records =
-          gen.run(units, mix_seed(t.seed, 1 + (static_cast<uint64_t>(rank) << 32), state.rl_step),
-                  state.policy_version);
+      int64_t generated_tokens = 0;
+      std::vector<runtime::ExperienceRecord> records = sample_step(gen, &generated_tokens);
       double t1 = now_seconds();
       StepStats st = trainer->train_step(records);
       double t2 = now_seconds();
@@ -335,7 +386,7 @@ struct Job {
       gen_seconds += t1 - t0;
       train_seconds += t2 - t1;
       rl_samples += st.num_samples;
-      gen_tokens += resp_tokens;
+      gen_tokens += generated_tokens;
       train_tokens += all_tokens;
       nlohmann::json row = {{"phase", "rl"}, {"step", state.rl_step}, {"reward", st.reward_mean},
                             {"reward_std", st.reward_std}, {"loss", st.loss}, {"pg_loss", st.pg_loss},
@@ -345,6 +396,9 @@ struct Job {
                             {"response_len", st.response_len}, {"samples", st.num_samples},
                             {"rollout_s", t1 - t0}, {"train_s", t2 - t1},
                             {"rollout_tokens_per_s", resp_tokens / std::max(1e-9, t1 - t0)}};
+      row["flat_groups"] = std::count_if(records.begin(), records.end(),
+                                         [](const runtime::ExperienceRecord& r) { return !runtime::has_signal(r); });
+      if (cfg.rollout.dynamic_sampling) row["groups_filtered"] = groups_filtered;
       if (t.eval_every > 0 && state.rl_step % t.eval_every == 0 && state.rl_step < t.steps) {
         rollout::EvalResult e = eval("periodic");
         row["eval_reward"] = e.mean_reward;
@@ -416,6 +470,9 @@ struct Job {
           {"rollout_tokens_per_s", gen_tokens / std::max(1e-9, gen_seconds)},
           {"train_tokens_per_s", train_tokens / std::max(1e-9, train_seconds)}}},
         {"wall_s", wall}};
+    if (cfg.rollout.dynamic_sampling) {
+      summary["sampling"] = {{"groups_filtered", groups_filtered}, {"groups_surplus", groups_surplus}};
+    }
     if (dp) summary["ep"] = {{"size", world}, {"backend", cfg.ep_backend}};
     if (!lead()) return summary;  // rank 0 writes the run dir's files
     write_text_atomic(fs::path(opts.run_dir) / "summary.json", summary.dump(2) + "\n");

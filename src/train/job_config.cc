@@ -53,6 +53,8 @@ RolloutSection read_rollout(ConfigTable t) {
   r.gen.sampling.top_p = t.number("top_p", 1.0, {1e-6, 1});
   r.gen.sampling.top_k = t.integer("top_k", 0, {0, 1e9});
   r.num_workers = t.integer("num_workers", 2, {1, 4096});
+  r.dynamic_sampling = t.boolean("dynamic_sampling", false);
+  r.max_sampling_rounds = t.integer("max_sampling_rounds", 4, {1, 64});
   t.done();
   return r;
 }
@@ -139,6 +141,20 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
                 "choose an ep.size that divides the expert count");
   }
   if (j.loss.group_size < 1) throw Error("config: algorithm.group_size must be >= 1", "use e.g. 8");
+  if (j.rollout.dynamic_sampling) {
+    if (j.loss.uses_critic() || j.loss.group_size < 2) {
+      throw Error("config: rollout.dynamic_sampling = true needs a group advantage estimator and group_size >= 2 "
+                      "(have adv_estimator = \"" + std::string(rl::name_of(j.loss.adv_estimator)) +
+                      "\", group_size = " + std::to_string(j.loss.group_size) + ")",
+                  "it drops groups whose rewards are all equal, which only have advantage 0 under grpo, "
+                  "drgrpo or rloo; set dynamic_sampling = false for gae");
+    }
+    if (j.ep_size > 1) {
+      throw Error("config: rollout.dynamic_sampling = true with ep.size = " + std::to_string(j.ep_size) +
+                      " is not supported yet",
+                  "the EP ranks would have to agree on every extra sampling round; use ep.size = 1");
+    }
+  }
   j.effective_toml = doc.to_toml();
   return j;
 }

@@ -43,6 +43,11 @@ struct RolloutSection {
   int64_t prompts_per_step = 16;  // prompt groups per training step
   rollout::RolloutConfig gen;
   int64_t num_workers = 2;        // async mode: rollout workers started by `moerl train`
+  // Dynamic sampling (DAPO): prompt groups whose rewards are all equal carry no advantage and
+  // are not trained; more prompts are generated until a step has prompts_per_step groups with
+  // a reward spread, at most max_sampling_rounds x prompts_per_step prompts per step.
+  bool dynamic_sampling = false;
+  int64_t max_sampling_rounds = 4;
 };
 
 struct TrainSection {
