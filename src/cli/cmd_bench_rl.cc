@@ -60,7 +60,8 @@ static int run_bench_rl(Args& a) {
         "Reports RL-loop samples/s and trained response tokens/s of each, final eval reward, and\n"
         "ratio = async samples/s / the faster sync run's samples/s.\n"
         "--repeat N runs N rounds, every other one in reverse order (async first), and reports the\n"
-        "median per-round ratio: a host whose speed drifts then favours neither mode.\n"
+        "median per-round ratio: a host whose speed drifts then favours neither mode. Round r > 0\n"
+        "uses train.seed + r (the RL sampling seed).\n"
         "equal_reward: |async - sync final reward| within 2 standard errors of the held-out means.\n");
     return 0;
   }
@@ -74,9 +75,13 @@ static int run_bench_rl(Args& a) {
     throw Error("bench rl: --repeat " + std::to_string(repeat) + " is out of range", "use 1..100",
                 ErrorCode::kInvalidInput);
   }
+  // Rounds after the first shift train.seed (the RL sampling seed), so the rounds' final rewards
+  // differ by sampling as the equal_reward check assumes (the SFT start is the same).
+  const uint64_t base_seed = train::JobConfig::load(config, user).train.seed;
   auto run = [&](const std::string& mode, int threads, int64_t round) {
     std::vector<std::string> o = {"runtime.stale_policy=\"regenerate\""};
     o.insert(o.end(), user.begin(), user.end());
+    if (round > 0) o.push_back("train.seed=" + std::to_string(base_seed + static_cast<uint64_t>(round)));
     o.push_back("runtime.mode=\"" + mode + "\"");
     if (threads > 0) o.push_back("train.threads=" + std::to_string(threads));
     train::JobConfig cfg = train::JobConfig::load(config, o);

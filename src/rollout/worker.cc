@@ -125,10 +125,10 @@ void RolloutWorker::stage_loop(runtime::DrainController* drain) {
         std::lock_guard<std::mutex> lock(mu_);
         announced_version_ = std::max(announced_version_, v->version);
       }
-      StagedWeights w = fetch_weights(store_, v->location, scratch);
+      StagedWeights w = stage(v->location, scratch);
       std::lock_guard<std::mutex> lock(mu_);
       if (w.version > staged_version_) {
-        if (staged_) remove_tree(staged_->dir);
+        if (staged_ && !staged_->dir.empty()) remove_tree(staged_->dir);
         staged_version_ = w.version;
         staged_ = std::move(w);
       }
@@ -140,6 +140,19 @@ void RolloutWorker::stage_loop(runtime::DrainController* drain) {
       cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_; });
     }
   }
+}
+
+StagedWeights RolloutWorker::stage(const std::string& location, const std::string& scratch) {
+  if (WeightHandoff::is_memory_location(location)) {
+    std::shared_ptr<const WeightSnapshot> snap = options_.handoff ? options_.handoff->get(location) : nullptr;
+    if (!snap) {
+      throw Error("rollout worker " + options_.worker_id + ": version at " + location + " is not in this process",
+                  "in-memory versions reach only in-process workers; a newer one replaced it: stage the newest",
+                  ErrorCode::kNotFound);
+    }
+    return StagedWeights{.version = snap->version, .dir = "", .params = snap->params};
+  }
+  return fetch_weights(store_, location, scratch);
 }
 
 void RolloutWorker::activate_staged() {
@@ -154,7 +167,7 @@ void RolloutWorker::activate_staged() {
   policy_->load_weights(w->params);
   active_version_ = w->version;
   ++stats_.activations;
-  remove_tree(w->dir);
+  if (!w->dir.empty()) remove_tree(w->dir);
 }
 
 WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Accounting* accounting) {
@@ -180,6 +193,13 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
   }
   for (int attempt = 0;; ++attempt) {
     try {
+      if (auto snap = options_.handoff ? options_.handoff->get(v->location) : nullptr) {
+        model::Params own;  // the model takes over its tensors: never the shared snapshot's
+        for (const auto& [name, t] : snap->params) own.emplace(name, t.clone());
+        policy_ = std::make_unique<model::Model>(snap->config, std::move(own), options_.model);
+        active_version_ = snap->version;
+        break;
+      }
       StagedWeights w = fetch_weights(store_, v->location, (fs::path(options_.scratch_dir) / "init").string());
       policy_ = std::make_unique<model::Model>(model::load_model(w.dir, options_.model));
       active_version_ = w.version;

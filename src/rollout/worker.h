@@ -27,6 +27,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "rollout/group_rollout.h"
+#include "rollout/weight_handoff.h"
 #include "rollout/weight_publisher.h"
 #include "runtime/accounting.h"
 #include "runtime/drain.h"
@@ -51,6 +52,9 @@ struct WorkerOptions {
   int64_t max_tasks = 0;               // stop after this many tasks (0 = until drained / done)
   int intra_op_threads = 0;            // at::set_num_threads for this thread (0 = leave)
   model::ModelOptions model;           // device and dtype of the worker's policy copy
+  // In-process workers: the trainer's in-memory versions ("memory:vN" locations). Without
+  // it, every version is read from the object store.
+  std::shared_ptr<const WeightHandoff> handoff;
 };
 
 // The object-store key a trainer writes when the run is over; workers drain when they see it.
@@ -78,6 +82,8 @@ class RolloutWorker {
 
  private:
   void stage_loop(runtime::DrainController* drain);
+  // A version's weights from the handoff (dir empty) or fetched from the store into scratch.
+  StagedWeights stage(const std::string& location, const std::string& scratch);
   void activate_staged();  // worker thread only, between generate() calls
 
   WorkerSetup setup_;

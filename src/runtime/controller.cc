@@ -11,6 +11,8 @@ namespace moerl::runtime {
 namespace {
 // Weight of one record in the moving average of the kept fraction (~the last 20 records).
 constexpr double kKeepAverageWeight = 0.05;
+// Standard deviations of the kept count that the queue target covers (dynamic sampling).
+constexpr double kFillMargin = 1.5;
 }  // namespace
 
 void ControllerConfig::validate() const {
@@ -36,15 +38,23 @@ AsyncController::AsyncController(ControllerConfig config, TaskQueue& queue,
 }
 
 int64_t AsyncController::queue_target() const {
-  const double factor = std::min(static_cast<double>(config_.max_queue_factor), 1.0 / std::max(keep_fraction_, 1e-3));
-  return static_cast<int64_t>(std::ceil(static_cast<double>(config_.queue_ahead) * factor - 1e-9));
+  const double q = static_cast<double>(config_.queue_ahead);
+  if (!config_.drop_no_signal) return config_.queue_ahead;
+  // N tasks keep ~Binomial(N, k) records. N = (q + z sqrt(q (1 - k))) / k fills a batch of q
+  // with ~93% probability (z = 1.5), so the trainer seldom waits on a short batch.
+  const double k = std::max(keep_fraction_, 1e-3);
+  const double n = (q + kFillMargin * std::sqrt(q * (1 - k))) / k;
+  return static_cast<int64_t>(std::ceil(std::min(n, q * static_cast<double>(config_.max_queue_factor)) - 1e-9));
 }
 
 int64_t AsyncController::top_up(Deadline deadline) {
   int64_t queued = queue_.depth(deadline).queued();
+  // Records generated but not yet trained are work ahead too: counting them keeps the
+  // pipeline one step deep, so records reach the trainer ~1 version old, not 2.
+  const int64_t waiting = buffer_.stats().available;
   int64_t n = 0;
   const int64_t target = queue_target();
-  while (queued + n < target &&
+  while (queued + waiting + n < target &&
          (config_.total_tasks == 0 ||
           static_cast<int64_t>(cursor_ - config_.first_cursor) < config_.total_tasks)) {
     // Idempotent: after a restart, tasks a previous life already enqueued are skipped.

@@ -25,12 +25,14 @@ namespace moerl::runtime {
 
 struct ControllerConfig {
   int64_t total_tasks = 0;   // tasks to create over the run (0 = no limit)
-  int64_t queue_ahead = 8;   // keep this many tasks queued (ready + leased) ahead of training
+  int64_t queue_ahead = 8;   // keep this many tasks ahead of training (queued, leased, or
+                             // generated and waiting in the buffer)
   uint64_t first_cursor = 0; // data cursor of the first task
   StaleFilter stale;
   // Dynamic sampling (DAPO): records whose rewards are all equal complete their task but are
-  // not trained (groups_filtered). top_up then queues queue_ahead / (fraction kept) tasks, at
-  // most queue_ahead * max_queue_factor, so the trainer still gets full batches.
+  // not trained (groups_filtered). top_up then keeps about queue_ahead / (fraction kept) tasks
+  // ahead, plus a margin for the spread of the kept count, at most queue_ahead *
+  // max_queue_factor, so the trainer still gets full batches.
   bool drop_no_signal = false;
   int64_t max_queue_factor = 4;
   double call_timeout_seconds = 30;
@@ -43,8 +45,8 @@ class AsyncController {
  public:
   AsyncController(ControllerConfig config, TaskQueue& queue, ExperienceBuffer& buffer,
                   TaskFactory factory, Accounting* accounting);
-  // Enqueues new tasks until `queue_ahead` are queued or total_tasks were created. Returns
-  // how many it enqueued.
+  // Enqueues new tasks until `queue_ahead` are ahead (queued + records waiting in the buffer)
+  // or total_tasks were created. Returns how many it enqueued.
   int64_t top_up(Deadline deadline);
   // Up to n records (task groups) fresh enough for `current_version`; waits until it has n or
   // the deadline passes. Stale records are dropped or their tasks re-enqueued (attempt + 1);

@@ -23,6 +23,7 @@
 #include "base/progress.h"
 #include "rollout/evaluate.h"
 #include "rollout/group_rollout.h"
+#include "rollout/weight_handoff.h"
 #include "rollout/weight_publisher.h"
 #include "rollout/worker.h"
 #include "runtime/controller.h"
@@ -79,6 +80,7 @@ struct AsyncTrainer {
   const JobConfig& cfg;
   JobOptions opts;
   runtime::RuntimeBackends b;
+  std::shared_ptr<rollout::WeightHandoff> handoff;  // set when every worker is a thread of this process
   std::unique_ptr<model::Tokenizer> tok;
   std::unique_ptr<model::Model> policy;
   std::unique_ptr<model::Model> reference;
@@ -93,8 +95,9 @@ struct AsyncTrainer {
   double rl_generate_seconds = 0;  // summed generation time of the trained records
   fs::path run_dir;
 
-  AsyncTrainer(const JobConfig& c, JobOptions o, runtime::RuntimeBackends backends)
-      : cfg(c), opts(std::move(o)), b(std::move(backends)), run_dir(opts.run_dir) {}
+  AsyncTrainer(const JobConfig& c, JobOptions o, runtime::RuntimeBackends backends,
+               std::shared_ptr<rollout::WeightHandoff> h)
+      : cfg(c), opts(std::move(o)), b(std::move(backends)), handoff(std::move(h)), run_dir(opts.run_dir) {}
 
   void setup() {
     fs::create_directories(run_dir);
@@ -201,7 +204,11 @@ struct AsyncTrainer {
     while (store->head(rollout::weights_prefix(v) + "/" + store::kManifestName)) ++v;
     resumed_publish_pending = false;
     state.policy_version = v;
-    rollout::publish_weights(*store, *b.weights, v, *policy, (run_dir / "scratch").string(), {.keep = 3}, d);
+    if (handoff) {
+      b.weights->publish(v, handoff->put(v, *policy), d);  // in-process workers: in memory
+    } else {
+      rollout::publish_weights(*store, *b.weights, v, *policy, (run_dir / "scratch").string(), {.keep = 3}, d);
+    }
   }
   bool resumed_publish_pending = true;
 
@@ -393,8 +400,9 @@ std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir) {
 }
 
 nlohmann::json run_trainer(const JobConfig& cfg, const JobOptions& options, runtime::RuntimeBackends backends,
-                           const std::function<void()>& before_report) {
-  AsyncTrainer t(cfg, options, std::move(backends));
+                           const std::function<void()>& before_report,
+                           std::shared_ptr<rollout::WeightHandoff> handoff) {
+  AsyncTrainer t(cfg, options, std::move(backends), std::move(handoff));
   return t.run(before_report);
 }
 
@@ -482,6 +490,8 @@ nlohmann::json run_async_job(const JobConfig& cfg, const JobOptions& options) {
   std::unique_ptr<model::Tokenizer> tok = make_job_tokenizer(cfg);
   std::unique_ptr<store::ObjectStore> store = store::open_store(job_store_uri(cfg, options.run_dir));
   store->remove(rollout::kRunDoneKey);
+  // Workers are threads here: versions pass in memory, not through the store.
+  auto handoff = std::make_shared<rollout::WeightHandoff>();
   std::vector<std::unique_ptr<runtime::DrainController>> drains;
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(n);
@@ -495,6 +505,7 @@ nlohmann::json run_async_job(const JobConfig& cfg, const JobOptions& options) {
         wo.scratch_dir = (fs::path(options.run_dir) / "scratch" / wo.worker_id).string();
         wo.intra_op_threads = 1;
         wo.model = cfg.model.options(true);
+        wo.handoff = handoff;
         rollout::RolloutWorker w(worker_setup(cfg, *tok), b, *store, wo);
         w.run(*drains[i], &worker_acc);
       } catch (...) {
@@ -508,7 +519,7 @@ nlohmann::json run_async_job(const JobConfig& cfg, const JobOptions& options) {
   };
   nlohmann::json summary;
   try {
-    summary = run_trainer(cfg, options, b, stop_workers);
+    summary = run_trainer(cfg, options, b, stop_workers, handoff);
   } catch (...) {
     stop_workers();
     throw;

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "model/tokenizer.h"
+#include "rollout/weight_handoff.h"
 #include "runtime/runtime_config.h"
 #include "train/job.h"
 #include "train/job_config.h"
@@ -37,9 +38,12 @@ std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir);
 // with worker threads). Writes metrics.jsonl, trained.jsonl (one line per trained task),
 // summary.json (with "accounting"), checkpoints; marks the run done in the store at the end.
 // `before_report` (may be empty) runs after the last step, before the accounting report
-// (the local launcher stops its workers there so their times are counted).
+// (the local launcher stops its workers there so their times are counted). With a
+// `handoff` (every worker a thread of this process), versions go to the workers in memory;
+// without one, through the object store.
 nlohmann::json run_trainer(const JobConfig& cfg, const JobOptions& options, runtime::RuntimeBackends backends,
-                           const std::function<void()>& before_report = {});
+                           const std::function<void()>& before_report = {},
+                           std::shared_ptr<rollout::WeightHandoff> handoff = nullptr);
 
 // `moerl trainer`: opens the backends the config names and runs the trainer role.
 nlohmann::json run_trainer_role(const JobConfig& cfg, const JobOptions& options);

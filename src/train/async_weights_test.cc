@@ -107,10 +107,47 @@ TEST(AsyncWeights, RetentionKeepsNewestAndLateJoinerStartsThere) {
   }
 }
 
-TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatch) {
+// Versions 0, 1, 2 through an in-memory handoff that keeps 2: the oldest is gone, the others
+// hold the policy as it was when put (later updates do not reach them), and versions must rise.
+TEST(AsyncWeights, InMemoryHandoffKeepsNewestSnapshots) {
+  Fixture f("mode = \"async\"");
+  rollout::WeightHandoff h(2);
+  std::vector<model::Params> expected;
+  for (uint64_t v = 0; v < 3; ++v) {
+    if (v > 0) f.perturb(v);
+    EXPECT_EQ(h.put(v, *f.policy), "memory:v" + std::to_string(v));
+    model::Params copy;
+    for (const auto& [name, p] : f.policy->params()) copy.emplace(name, p.detach().clone());
+    expected.push_back(std::move(copy));
+  }
+  f.perturb(99);
+  EXPECT_EQ(h.get("memory:v0"), nullptr);
+  EXPECT_EQ(h.get("weights/v00000002"), nullptr);  // a store location is not the handoff's
+  for (uint64_t v = 1; v < 3; ++v) {
+    auto snap = h.get("memory:v" + std::to_string(v));
+    ASSERT_NE(snap, nullptr);
+    EXPECT_EQ(snap->version, v);
+    ASSERT_EQ(snap->params.size(), expected[v].size());
+    for (const auto& [name, t] : expected[v]) EXPECT_TRUE(at::equal(snap->params.at(name), t)) << name;
+  }
+  EXPECT_THROW(h.put(2, *f.policy), Error);
+}
+
+// A worker generating while a "trainer" publishes new versions, through the object store or
+// the in-memory handoff: every batch carries one version, versions never go back.
+void expect_worker_never_mixes_versions(bool in_memory) {
   Fixture f("mode = \"async\"\ntasks_per_lease = 3");
   runtime::RuntimeBackends b = runtime::open_backends(f.cfg.runtime);
-  rollout::publish_weights(*f.store, *b.weights, 0, *f.policy, f.dir + "/scratch", {.keep = 5}, Deadline::after_seconds(5));
+  auto handoff = in_memory ? std::make_shared<rollout::WeightHandoff>() : nullptr;
+  auto publish = [&](uint64_t v) {
+    if (handoff) {
+      b.weights->publish(v, handoff->put(v, *f.policy), Deadline::after_seconds(5));
+    } else {
+      rollout::publish_weights(*f.store, *b.weights, v, *f.policy, f.dir + "/scratch", {.keep = 3},
+                               Deadline::after_seconds(5));
+    }
+  };
+  publish(0);
   const int kTasks = 30;  // 10 waves of 3 tasks = one lease batch each
   auto enqueue_wave = [&](int wave) {
     for (int c = wave * 3; c < wave * 3 + 3; ++c) {
@@ -131,15 +168,14 @@ TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatch) {
       }
       if (wave % 2 == 0) {
         f.perturb(100 + wave);
-        rollout::publish_weights(*f.store, *b.weights, static_cast<uint64_t>(wave / 2 + 1), *f.policy,
-                                 f.dir + "/scratch", {.keep = 3}, Deadline::after_seconds(5));
+        publish(static_cast<uint64_t>(wave / 2 + 1));
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
       }
     }
   });
   rollout::WorkerSetup s{.tokenizer = f.tok.get(), .reward = f.cfg.reward.get(), .gen = f.cfg.rollout.gen,
                          .runtime = f.cfg.runtime, .seed = 2};
-  rollout::WorkerOptions wo{.worker_id = "w", .scratch_dir = f.dir + "/w", .max_tasks = kTasks};
+  rollout::WorkerOptions wo{.worker_id = "w", .scratch_dir = f.dir + "/w", .max_tasks = kTasks, .handoff = handoff};
   rollout::RolloutWorker w(s, b, *f.store, wo);
   runtime::DrainController drain(30);
   rollout::WorkerStats st = w.run(drain);
@@ -171,6 +207,10 @@ TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatch) {
   }
   EXPECT_GE(seen.size(), 4u);
 }
+
+TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatch) { expect_worker_never_mixes_versions(false); }
+
+TEST(AsyncWeights, WorkerNeverMixesVersionsWithinABatchInMemory) { expect_worker_never_mixes_versions(true); }
 
 }  // namespace
 }  // namespace moerl::train
