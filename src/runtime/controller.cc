@@ -9,8 +9,6 @@
 namespace moerl::runtime {
 
 namespace {
-// Weight of one record in the moving average of the kept fraction (~the last 20 records).
-constexpr double kKeepAverageWeight = 0.05;
 // Standard deviations of the kept count that the queue target covers (dynamic sampling).
 constexpr double kFillMargin = 1.5;
 }  // namespace
@@ -38,11 +36,11 @@ AsyncController::AsyncController(ControllerConfig config, TaskQueue& queue,
 }
 
 int64_t AsyncController::queue_target() const {
-  const double q = static_cast<double>(config_.queue_ahead);
   if (!config_.drop_no_signal) return config_.queue_ahead;
   // N tasks keep ~Binomial(N, k) records. N = (q + z sqrt(q (1 - k))) / k fills a batch of q
   // with ~93% probability (z = 1.5), so the trainer seldom waits on a short batch.
-  const double k = std::max(keep_fraction_, 1e-3);
+  const double q = static_cast<double>(config_.queue_ahead);
+  const double k = kept_.value();
   const double n = (q + kFillMargin * std::sqrt(q * (1 - k))) / k;
   return static_cast<int64_t>(std::ceil(std::min(n, q * static_cast<double>(config_.max_queue_factor)) - 1e-9));
 }
@@ -88,7 +86,7 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
     for (ExperienceRecord& r : split.keep) {
       if (config_.drop_no_signal) {
         const bool keep = has_signal(r);
-        keep_fraction_ += kKeepAverageWeight * ((keep ? 1.0 : 0.0) - keep_fraction_);
+        kept_.observe(keep);
         if (!keep) {
           acc_->add(Counter::kGroupsFiltered);
           continue;

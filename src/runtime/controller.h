@@ -18,6 +18,7 @@
 
 #include "runtime/accounting.h"
 #include "runtime/experience_buffer.h"
+#include "runtime/kept_fraction.h"
 #include "runtime/staleness.h"
 #include "runtime/task_queue.h"
 
@@ -71,7 +72,7 @@ class AsyncController {
   Accounting own_acc_;          // used when the caller passes none
   uint64_t cursor_;             // next dataset index to enqueue
   double last_return_ = 0;      // when next_batch last returned (trainer busy since then)
-  double keep_fraction_ = 1;    // moving average of records kept by drop_no_signal
+  KeptFraction kept_;           // records kept by drop_no_signal
   int64_t queue_target() const;
   bool exhausted() const;       // all total_tasks created
 };

@@ -20,6 +20,7 @@
 #include "model/tokenizer.h"
 #include "rollout/evaluate.h"
 #include "rollout/group_rollout.h"
+#include "runtime/kept_fraction.h"
 #include "store/commit.h"
 #include "store/object_store.h"
 #include "io/tensor_io.h"
@@ -36,7 +37,6 @@ namespace {
 
 constexpr const char* kCheckpointRoot = "ckpt";
 constexpr double kEpTimeoutS = 120;  // every collective wait of an EP job
-constexpr double kKeepAverageWeight = 0.05;  // dynamic sampling: one group's weight in keep_fraction
 
 uint64_t mix_seed(uint64_t seed, uint64_t stream, uint64_t step) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ step;
@@ -75,8 +75,8 @@ struct Job {
   // Accumulated over this process's RL steps, for throughput.
   double rl_seconds = 0, gen_seconds = 0, train_seconds = 0;
   int64_t rl_samples = 0, gen_tokens = 0, train_tokens = 0;
-  // Dynamic sampling: moving average of the fraction of groups kept, groups not trained.
-  double keep_fraction = 1;
+  // Dynamic sampling: the fraction of groups kept, and the groups not trained.
+  runtime::KeptFraction kept_fraction;
   int64_t groups_filtered = 0, groups_surplus = 0;
   bool stopped_early = false;
 
@@ -309,7 +309,7 @@ struct Job {
     for (uint64_t round = 0; drawn < budget && static_cast<int64_t>(kept.size()) < P; ++round) {
       const double want = static_cast<double>(P - static_cast<int64_t>(kept.size()));
       const int64_t n = round == 0 ? P : std::min<int64_t>(budget - drawn, static_cast<int64_t>(std::ceil(
-                                                            want / std::max(keep_fraction, 0.05))));
+                                                            want / kept_fraction.value(0.05))));
       std::vector<runtime::TaskUnit> units;
       for (int64_t i = 0; i < n; ++i) {
         if (i % world == rank) {  // rank r takes prompts r, r+R, ...; a group stays on one rank
@@ -328,9 +328,9 @@ struct Job {
           continue;
         }
         const bool signal = runtime::has_signal(r);
-        keep_fraction += kKeepAverageWeight * ((signal ? 1.0 : 0.0) - keep_fraction);
+        kept_fraction.observe(signal);
         if (signal) {
-          kept.push_back(r);
+          kept.push_back(std::move(r));  // `last` is only used when nothing was kept
         } else {
           ++groups_filtered;
         }
@@ -381,7 +381,10 @@ struct Job {
         resp_tokens += runtime::total_response_tokens(r);
         for (const auto& s : r.samples) all_tokens += s.prompt_tokens.size() + s.response_tokens.size();
       }
-      if (dp) average_over_ranks(st, resp_tokens, all_tokens, t0, t1, t2);
+      if (dp) {
+        average_over_ranks(st, resp_tokens, all_tokens, t0, t1, t2);
+        generated_tokens = resp_tokens;  // all ranks' (no dynamic sampling with ep.size > 1)
+      }
       rl_seconds += t2 - t0;
       gen_seconds += t1 - t0;
       train_seconds += t2 - t1;
@@ -395,7 +398,7 @@ struct Job {
                             {"approx_kl", st.approx_kl}, {"grad_norm", st.grad_norm}, {"lr", st.lr},
                             {"response_len", st.response_len}, {"samples", st.num_samples},
                             {"rollout_s", t1 - t0}, {"train_s", t2 - t1},
-                            {"rollout_tokens_per_s", resp_tokens / std::max(1e-9, t1 - t0)}};
+                            {"rollout_tokens_per_s", generated_tokens / std::max(1e-9, t1 - t0)}};
       row["flat_groups"] = std::count_if(records.begin(), records.end(),
                                          [](const runtime::ExperienceRecord& r) { return !runtime::has_signal(r); });
       if (cfg.rollout.dynamic_sampling) row["groups_filtered"] = groups_filtered;
@@ -405,7 +408,7 @@ struct Job {
       }
       if (metrics) metrics->write(row);
       progress.update(state.rl_step, {{"reward", st.reward_mean}, {"loss", st.loss},
-                                      {"tok/s", resp_tokens / std::max(1e-9, t1 - t0)}});
+                                      {"tok/s", generated_tokens / std::max(1e-9, t1 - t0)}});
       if (t.checkpoint_every > 0 && state.rl_step % t.checkpoint_every == 0 && state.rl_step < t.steps) {
         checkpoint();
       }
