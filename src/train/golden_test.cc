@@ -128,6 +128,31 @@ TEST(Golden, DynamicSamplingTrainsOnlyGroupsWithSignal) {
   fs::remove_all(dir);
 }
 
+// Dynamic sampling with an untrained policy and no format credit: no group ever has a
+// spread, so each step spends its budget and trains one batch-sized round as drawn.
+TEST(Golden, DynamicSamplingWithoutSignalTrainsABatchAsDrawn) {
+  const fs::path dir = fs::temp_directory_path() / ("moerl-golden-flat-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string text = kTinyJob;
+  text.replace(text.find("format_reward = 0.2"), 19, "format_reward = 0.0");
+  text.replace(text.find("sft_steps = 40"), 14, "sft_steps = 0");
+  JobConfig cfg = JobConfig::parse(ConfigDoc::parse(text, "golden.toml"));
+  cfg.rollout.dynamic_sampling = true;
+  cfg.rollout.max_sampling_rounds = 3;
+  JobOptions o;
+  o.run_dir = dir.string();
+  o.plot = false;
+  nlohmann::json s = run_job(cfg, o);
+  EXPECT_EQ(s["steps"]["rl"], 6);
+  EXPECT_EQ(s["sampling"]["groups_filtered"], 6 * 4 * 3);  // every prompt of every budget
+  for (const auto& row : metrics::read_jsonl((dir / "metrics.jsonl").string())) {
+    if (row["phase"] != "rl") continue;
+    EXPECT_EQ(row["samples"].get<int64_t>(), 16) << row.dump();  // prompts_per_step x G, not the whole round
+    EXPECT_EQ(row["flat_groups"].get<int64_t>(), 4) << row.dump();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Golden, TinyRunReproducesCommittedCurveAndResumes) {
   fs::path base = fs::temp_directory_path() / ("moerl-golden-" + std::to_string(::getpid()));
   fs::remove_all(base);

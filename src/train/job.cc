@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -298,13 +299,14 @@ struct Job {
   // current policy. With dynamic sampling, groups whose rewards are all equal are set aside
   // and more rounds are drawn (sized by the fraction kept so far) until the step has
   // prompts_per_step groups or max_sampling_rounds x prompts_per_step prompts were drawn;
-  // surplus groups of the last round are not trained. *generated_tokens: all rounds' tokens.
+  // surplus groups of the last round are not trained; if none is kept, the newest
+  // prompts_per_step groups are trained as drawn. *generated_tokens: all rounds' tokens.
   std::vector<runtime::ExperienceRecord> sample_step(rollout::GroupRollout& gen, int64_t* generated_tokens) {
     const TrainSection& t = cfg.train;
     const int64_t P = cfg.rollout.prompts_per_step;
     const bool dynamic = cfg.rollout.dynamic_sampling;  // one rank only (checked by JobConfig)
     const int64_t budget = dynamic ? P * cfg.rollout.max_sampling_rounds : P;
-    std::vector<runtime::ExperienceRecord> kept, last;
+    std::vector<runtime::ExperienceRecord> kept, flat;  // flat: groups set aside, newest last
     int64_t drawn = 0;
     for (uint64_t round = 0; drawn < budget && static_cast<int64_t>(kept.size()) < P; ++round) {
       const double want = static_cast<double>(P - static_cast<int64_t>(kept.size()));
@@ -320,8 +322,7 @@ struct Job {
       }
       drawn += n;
       const uint64_t stream = 1 + (static_cast<uint64_t>(rank) << 32) + (round << 48);
-      last = gen.run(units, mix_seed(t.seed, stream, state.rl_step), state.policy_version);
-      for (runtime::ExperienceRecord& r : last) {
+      for (runtime::ExperienceRecord& r : gen.run(units, mix_seed(t.seed, stream, state.rl_step), state.policy_version)) {
         *generated_tokens += runtime::total_response_tokens(r);
         if (!dynamic) {
           kept.push_back(std::move(r));
@@ -330,8 +331,9 @@ struct Job {
         const bool signal = runtime::has_signal(r);
         kept_fraction.observe(signal);
         if (signal) {
-          kept.push_back(std::move(r));  // `last` is only used when nothing was kept
+          kept.push_back(std::move(r));
         } else {
+          flat.push_back(std::move(r));
           ++groups_filtered;
         }
       }
@@ -341,11 +343,13 @@ struct Job {
       kept.resize(static_cast<size_t>(P));
     }
     if (kept.empty()) {
-      // No group with a reward spread in the whole budget: train on the last round (its
-      // policy-gradient term is 0; the MoE auxiliary losses still apply).
+      // No group with a reward spread in the whole budget: train on the newest
+      // prompts_per_step groups as drawn (policy-gradient term 0; the MoE auxiliary losses apply).
       MOERL_LOG(WARN) << "rl step " << state.rl_step + 1 << ": no prompt group with unequal rewards in " << drawn
-                      << " prompts; training on the last round as drawn";
-      kept = std::move(last);
+                      << " prompts; training on the newest " << std::min<int64_t>(P, drawn) << " as drawn";
+      const size_t from = flat.size() - std::min(flat.size(), static_cast<size_t>(P));
+      kept.assign(std::make_move_iterator(flat.begin() + static_cast<std::ptrdiff_t>(from)),
+                  std::make_move_iterator(flat.end()));
     }
     return kept;
   }
