@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/files.h"
 #include "deploy/pod_spec.h"
 #include "deploy/test_util.h"
 
@@ -181,7 +182,7 @@ TEST(Render, FilesAndSecretMode) {
   write_rendered(r, dir);
   auto perms = std::filesystem::status(dir + "/k8s/01-redis-secret.yaml").permissions();
   EXPECT_EQ(perms & std::filesystem::perms::others_read, std::filesystem::perms::none);
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
 }
 
 }  // namespace

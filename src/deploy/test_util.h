@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "base/env.h"
+#include "base/files.h"
 
 namespace moerl::deploy::testing {
 
@@ -63,7 +64,7 @@ inline CommandResult run_command(const std::string& cmd) {
 
 inline std::string temp_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("moerl-deploy-test-" + std::to_string(::getpid()) + "-" + name);
-  std::filesystem::remove_all(d);
+  remove_tree(d);
   std::filesystem::create_directories(d);
   return d.string();
 }

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "base/env.h"
+#include "base/files.h"
 #include "deploy/render.h"
 #include "deploy/test_util.h"
 
@@ -121,7 +122,7 @@ TEST(Validate, BothExamplesRenderWithTheBinaryAndValidateStrictly) {
   auto perms = std::filesystem::status(tmp + "/small/k8s/01-redis-secret.yaml").permissions();
   EXPECT_EQ(perms & std::filesystem::perms::others_read, std::filesystem::perms::none);
   EXPECT_NE(read_file(tmp + "/small/k8s/30-trainer.yaml").find("moerl:0.1.0-cuda"), std::string::npos);
-  std::filesystem::remove_all(tmp);
+  remove_tree(tmp);
 }
 
 TEST(Validate, BinaryReportsInvalidInfraNamingTheField) {
@@ -136,7 +137,7 @@ TEST(Validate, BinaryReportsInvalidInfraNamingTheField) {
   EXPECT_NE(r.output.find("node_groups.training.instance_type"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("p5en.96xlarge"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(tmp + "/out")) << "nothing is written on invalid input";
-  std::filesystem::remove_all(tmp);
+  remove_tree(tmp);
 }
 
 struct Fault {
@@ -233,7 +234,7 @@ TEST(Validate, InjectedFaultsAreRejected) {
     }
     EXPECT_TRUE(found) << f.name << ": expected '" << f.expect << "' in:\n" << v.output;
   }
-  std::filesystem::remove_all(tmp);
+  remove_tree(tmp);
 }
 
 }  // namespace
@@ -267,7 +268,7 @@ TEST(RehearsePlan, ReadsBackTheRolesCommandsAndEnvFromTheYaml) {
   }
   EXPECT_EQ(replicas["trainer"], 2);  // master + 1 worker
   EXPECT_EQ(replicas["rollout"], 4);
-  std::filesystem::remove_all(tmp);
+  remove_tree(tmp);
 }
 
 }  // namespace

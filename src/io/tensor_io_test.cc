@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/files.h"
 
 namespace moerl::io {
 namespace {
@@ -26,11 +27,11 @@ class TensorIo : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) /
            ("moerl_io_" + std::to_string(::getpid()) + "_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
+    remove_tree(dir_);
     fs::create_directories(dir_);
     at::manual_seed(11);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { remove_tree(dir_); }
 
   std::map<std::string, at::Tensor> sample() {
     std::map<std::string, at::Tensor> m;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/files.h"
 #include "io/tensor_io.h"
 #include "model/test_util.h"
 
@@ -90,7 +91,7 @@ TEST_F(Cli, GenerateSampledIsSeeded) {
 // Copies a fixture model dir so a test can break it.
 std::string copy_fixture(const std::string& name, const std::string& as) {
   const std::string dst = tmp(as);
-  fs::remove_all(dst);
+  remove_tree(dst);
   fs::create_directories(dst);
   for (const char* f : {"config.json", "model.safetensors"}) {
     fs::copy_file(fixture_dir(name) + "/" + f, dst + "/" + f);

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "model/model.h"
 #include "model/test_util.h"
 
@@ -47,7 +48,7 @@ TEST(ExpertShards, RankHoldsAndLoadsOnlyItsExperts) {
                         full.params().at("model.layers.0.mlp.gate.weight")));
 
   const std::string dir = ::testing::TempDir() + "/ep_shard_full";
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
   full.save(dir);
   Model loaded = load_model(dir, o);
   EXPECT_EQ(loaded.params().size(), shard.params().size());

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "io/tensor_io.h"
 #include "model/model.h"
 #include "model/test_util.h"
@@ -71,7 +72,7 @@ TEST_P(ModelByArch, LeftPaddingDoesNotChangeLogits) {
 TEST_P(ModelByArch, SaveLoadGivesIdenticalLogits) {
   Model m = random_model(cfg(), 6);
   const std::string dir = ::testing::TempDir() + "/save_" + GetParam();
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
   m.save(dir);
   Model back = load_model(dir);
   EXPECT_EQ(back.num_parameters(), m.num_parameters());

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/files.h"
 #include "io/tensor_io.h"
 #include "model/generate.h"
 #include "model/model.h"
@@ -79,7 +80,7 @@ TEST_P(Parity, GreedyContinuationMatchesTransformers) {
 TEST_P(Parity, SavedCheckpointHasTransformersLayout) {
   const std::string dir = fixture_dir(GetParam());
   const std::string out = ::testing::TempDir() + "/resave_" + GetParam();
-  std::filesystem::remove_all(out);
+  remove_tree(out);
   load_model(dir).save(out);
   auto theirs = io::load_tensors(dir + "/model.safetensors");
   auto ours = io::load_tensors(out);

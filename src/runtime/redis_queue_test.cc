@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "runtime/test_records.h"
 #include "runtime/test_redis.h"
 #include "runtime/weight_registry.h"
@@ -60,7 +61,7 @@ TEST_F(RedisQueueTest, PasswordAndDb) {
   RedisClient bad(parse_redis_url("redis://127.0.0.1:" + std::to_string(s.port())));
   EXPECT_TRUE(bad.command({"XLEN", "auth:tasks"}, soon()).is_error());  // NOAUTH
   s.stop();
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
 }
 
 TEST_F(RedisQueueTest, LeaseAckDepth) {

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "base/error.h"
+#include "base/files.h"
 #include "runtime/redis_server.h"
 
 namespace moerl::runtime {
@@ -25,8 +27,10 @@ class RedisTest : public ::testing::Test {
   }
   void TearDown() override {
     server_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    try {
+      remove_tree(dir_);
+    } catch (const Error&) {
+    }
   }
   std::string dir_;
   std::string url_;

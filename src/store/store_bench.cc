@@ -13,6 +13,7 @@
 
 #include "base/deadline.h"
 #include "base/error.h"
+#include "base/files.h"
 #include "base/log.h"
 #include "store/digest.h"
 #include "store/file_util.h"
@@ -107,8 +108,10 @@ StoreBenchResult run_store_bench(const StoreBenchConfig& c) {
   struct Cleanup {
     fs::path d;
     ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
+      try {
+        remove_tree(d);
+      } catch (const Error&) {
+      }
     }
   } cleanup{dir};
   std::string src = (dir / "object.bin").string(), dst = (dir / "back.bin").string();

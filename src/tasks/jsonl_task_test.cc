@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "tasks/registry.h"
 
 namespace moerl::tasks {
@@ -24,7 +25,7 @@ class JsonlTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { remove_tree(dir_); }
 
   std::string write(const std::string& name, const std::string& text) {
     std::string path = (dir_ / name).string();

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "runtime/redis_server.h"
 #include "train/async_test_util.h"
 
@@ -179,7 +180,7 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   // Held-out (greedy) reward does not fall below the warm start's.
   EXPECT_GE(summary.at("eval").at("final").get<double>(), summary.at("eval").at("sft").get<double>() - 0.02)
       << summary.at("eval").dump();
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
 }
 
 }  // namespace

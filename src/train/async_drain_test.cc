@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "base/deadline.h"
+#include "base/files.h"
 #include "model/tokenizer.h"
 #include "rollout/group_rollout.h"
 #include "rollout/weight_publisher.h"
@@ -31,7 +32,7 @@ class AsyncDrain : public ::testing::Test {
   }
   void TearDown() override {
     server_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (!dir_.empty()) remove_tree(dir_);
   }
 
   // Writes the config, publishes version 0 and enqueues kTasks prompt groups.

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "base/deadline.h"
+#include "base/files.h"
 #include "base/jsonl.h"
 #include "train/async_job.h"
 #include "train/async_test_util.h"
@@ -40,7 +41,7 @@ TEST(AsyncJob, EveryGroupFilteredEndsAtTheBudgetAndBalances) {
     if (e.is_directory() && e.path().filename().string().rfind("step-00000000-sft-000002", 0) == 0) ++commits;
   }
   EXPECT_EQ(commits, 2);
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
 }
 
 }  // namespace

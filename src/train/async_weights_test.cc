@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "model/tokenizer.h"
 #include "rollout/weight_publisher.h"
 #include "rollout/worker.h"
@@ -39,7 +40,7 @@ struct Fixture {
     policy = std::make_unique<model::Model>(model::init_random(arch, 11));
     store = store::open_store(dir + "/store");
   }
-  ~Fixture() { std::filesystem::remove_all(dir); }
+  ~Fixture() { remove_tree(dir); }
   // Moves every parameter by a random step: a new "version" of the policy.
   void perturb(uint64_t seed) {
     at::NoGradGuard g;

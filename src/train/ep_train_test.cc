@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/env.h"
+#include "base/files.h"
 #include "io/tensor_io.h"
 #include "model/model.h"
 #include "model/test_util.h"
@@ -245,7 +246,7 @@ backend = "fabric"
 TEST(EpTrain, TrainCommitsCheckpointOneRankLoadsAndResumes) {
   if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
   const fs::path dir = fs::path(::testing::TempDir()) / "ep_train_job";
-  fs::remove_all(dir);
+  remove_tree(dir);
   const std::string cfg = tiny_job_config(dir);
   const std::string run_dir = (dir / "run").string();
   const std::string bin = std::getenv("MOERL_BIN");
@@ -313,7 +314,7 @@ TEST(EpTrain, TrainCommitsCheckpointOneRankLoadsAndResumes) {
 TEST(EpTrain, EpSizeWithoutLauncherIsAClearError) {
   if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
   const fs::path dir = fs::path(::testing::TempDir()) / "ep_train_nolaunch";
-  fs::remove_all(dir);
+  remove_tree(dir);
   const std::string cfg = tiny_job_config(dir);
   int st = 0;
   std::string out = run("env -u WORLD_SIZE -u RANK " + std::string(std::getenv("MOERL_BIN")) + " train " + cfg +

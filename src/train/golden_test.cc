@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/files.h"
 #include "base/jsonl.h"
 #include "train/job.h"
 
@@ -85,7 +86,7 @@ nlohmann::json run(const fs::path& dir, int64_t stop_after) {
 // commit the post-SFT state twice under one step name and fail on the second.
 TEST(Golden, SftOnlyRunFinishes) {
   const fs::path dir = fs::temp_directory_path() / ("moerl-golden-sft-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  remove_tree(dir);
   JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
   cfg.train.steps = 0;
   cfg.train.checkpoint_every = 10;
@@ -96,7 +97,7 @@ TEST(Golden, SftOnlyRunFinishes) {
   EXPECT_EQ(s["steps"]["rl"], 0);
   EXPECT_EQ(s["steps"]["sft"], 40);
   EXPECT_TRUE(fs::exists(dir / "final_model" / "config.json"));
-  fs::remove_all(dir);
+  remove_tree(dir);
 }
 
 // Dynamic sampling on the tiny job (1-digit sums, mostly solved after SFT, so many groups
@@ -104,7 +105,7 @@ TEST(Golden, SftOnlyRunFinishes) {
 // and the filtered groups are counted.
 TEST(Golden, DynamicSamplingTrainsOnlyGroupsWithSignal) {
   const fs::path dir = fs::temp_directory_path() / ("moerl-golden-dyn-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  remove_tree(dir);
   JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
   cfg.rollout.dynamic_sampling = true;
   cfg.rollout.max_sampling_rounds = 8;
@@ -125,14 +126,14 @@ TEST(Golden, DynamicSamplingTrainsOnlyGroupsWithSignal) {
   }
   EXPECT_EQ(rows, 6);
   EXPECT_EQ(last_filtered, filtered);
-  fs::remove_all(dir);
+  remove_tree(dir);
 }
 
 // Dynamic sampling with an untrained policy and no format credit: no group ever has a
 // spread, so each step spends its budget and trains one batch-sized round as drawn.
 TEST(Golden, DynamicSamplingWithoutSignalTrainsABatchAsDrawn) {
   const fs::path dir = fs::temp_directory_path() / ("moerl-golden-flat-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  remove_tree(dir);
   std::string text = kTinyJob;
   text.replace(text.find("format_reward = 0.2"), 19, "format_reward = 0.0");
   text.replace(text.find("sft_steps = 40"), 14, "sft_steps = 0");
@@ -150,12 +151,12 @@ TEST(Golden, DynamicSamplingWithoutSignalTrainsABatchAsDrawn) {
     EXPECT_EQ(row["samples"].get<int64_t>(), 16) << row.dump();  // prompts_per_step x G, not the whole round
     EXPECT_EQ(row["flat_groups"].get<int64_t>(), 4) << row.dump();
   }
-  fs::remove_all(dir);
+  remove_tree(dir);
 }
 
 TEST(Golden, TinyRunReproducesCommittedCurveAndResumes) {
   fs::path base = fs::temp_directory_path() / ("moerl-golden-" + std::to_string(::getpid()));
-  fs::remove_all(base);
+  remove_tree(base);
   nlohmann::json summary = run(base / "full", 0);
   std::vector<nlohmann::json> full = curve(base / "full");
   ASSERT_EQ(full.size(), 46u);  // 40 SFT + 6 RL rows
@@ -179,7 +180,7 @@ TEST(Golden, TinyRunReproducesCommittedCurveAndResumes) {
   std::vector<nlohmann::json> resumed = curve(base / "resumed");
   ASSERT_EQ(resumed.size(), full.size());
   for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(resumed[i], full[i]) << "row " << i << " after resume";
-  fs::remove_all(base);
+  remove_tree(base);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "base/config.h"
 #include "base/error.h"
+#include "base/files.h"
 #include "io/tensor_io.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -39,7 +40,7 @@ io::HfConfig small_config(int64_t vocab) {
 
 TEST(RewardModel, ScoresTextsWithTheValueHead) {
   fs::path dir = fs::temp_directory_path() / ("moerl-rm-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  remove_tree(dir);
   model::CharTokenizer tok;
   model::Model m = model::init_random(small_config(tok.vocab_size()), 9);
   m.save(dir.string());
@@ -70,7 +71,7 @@ TEST(RewardModel, ScoresTextsWithTheValueHead) {
   tasks::TaskItem it{"x", "12+3=", "15"};
   std::vector<double> r = fn->score({it}, {"15"});
   EXPECT_NEAR(r[0], 1.0 / (1.0 + std::exp(-got[0])), 1e-6);  // sigmoid of the raw score
-  fs::remove_all(dir);
+  remove_tree(dir);
 }
 
 }  // namespace

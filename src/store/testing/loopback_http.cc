@@ -16,6 +16,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "base/error.h"
+#include "base/files.h"
+
 namespace moerl::store::testing {
 
 std::string source_dir() {
@@ -287,8 +290,10 @@ void S3TestServer::stop() {
     pid_ = -1;
   }
   if (!dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    try {
+      remove_tree(dir_);
+    } catch (const Error&) {
+    }
     dir_.clear();
   }
 }

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "store/digest.h"
 
 namespace moerl::store::testing {
@@ -27,8 +28,10 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  try {
+    remove_tree(path_);
+  } catch (const Error&) {
+  }
 }
 
 std::string random_bytes(size_t n, uint64_t seed) {
