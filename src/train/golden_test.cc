@@ -82,42 +82,55 @@ nlohmann::json run(const fs::path& dir, int64_t stop_after) {
   return run_job(cfg, o);
 }
 
+// A fresh temp run dir per test, removed when the test ends.
+struct TempRun {
+  fs::path dir;
+  explicit TempRun(const std::string& tag)
+      : dir(fs::temp_directory_path() / ("moerl-golden-" + tag + "-" + std::to_string(::getpid()))) {
+    remove_tree(dir);
+  }
+  ~TempRun() { remove_tree(dir); }
+  nlohmann::json run(const JobConfig& cfg) const {
+    JobOptions o;
+    o.run_dir = dir.string();
+    o.plot = false;
+    return run_job(cfg, o);
+  }
+  std::vector<nlohmann::json> rl_rows() const {
+    std::vector<nlohmann::json> out;
+    for (auto& row : metrics::read_jsonl((dir / "metrics.jsonl").string())) {
+      if (row["phase"] == "rl") out.push_back(std::move(row));
+    }
+    return out;
+  }
+};
+
 // An SFT-only job (train.steps = 0) commits one checkpoint and a final model; it used to
 // commit the post-SFT state twice under one step name and fail on the second.
 TEST(Golden, SftOnlyRunFinishes) {
-  const fs::path dir = fs::temp_directory_path() / ("moerl-golden-sft-" + std::to_string(::getpid()));
-  remove_tree(dir);
+  TempRun r("sft");
   JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
   cfg.train.steps = 0;
   cfg.train.checkpoint_every = 10;
-  JobOptions o;
-  o.run_dir = dir.string();
-  o.plot = false;
-  nlohmann::json s = run_job(cfg, o);
+  nlohmann::json s = r.run(cfg);
   EXPECT_EQ(s["steps"]["rl"], 0);
   EXPECT_EQ(s["steps"]["sft"], 40);
-  EXPECT_TRUE(fs::exists(dir / "final_model" / "config.json"));
-  remove_tree(dir);
+  EXPECT_TRUE(fs::exists(r.dir / "final_model" / "config.json"));
 }
 
 // Dynamic sampling on the tiny job (1-digit sums, mostly solved after SFT, so many groups
 // are all-correct): every step trains a full batch of groups that each have a reward spread,
 // and the filtered groups are counted.
 TEST(Golden, DynamicSamplingTrainsOnlyGroupsWithSignal) {
-  const fs::path dir = fs::temp_directory_path() / ("moerl-golden-dyn-" + std::to_string(::getpid()));
-  remove_tree(dir);
+  TempRun r("dyn");
   JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
   cfg.rollout.dynamic_sampling = true;
   cfg.rollout.max_sampling_rounds = 8;
-  JobOptions o;
-  o.run_dir = dir.string();
-  o.plot = false;
-  nlohmann::json s = run_job(cfg, o);
+  nlohmann::json s = r.run(cfg);
   const int64_t filtered = s["sampling"]["groups_filtered"].get<int64_t>();
   EXPECT_GT(filtered, 0);
   int64_t rows = 0, last_filtered = 0;
-  for (const auto& row : metrics::read_jsonl((dir / "metrics.jsonl").string())) {
-    if (row["phase"] != "rl") continue;
+  for (const auto& row : r.rl_rows()) {
     ++rows;
     EXPECT_EQ(row["samples"].get<int64_t>(), 16) << row.dump();  // 4 groups x 4
     EXPECT_EQ(row["flat_groups"].get<int64_t>(), 0) << row.dump();
@@ -126,32 +139,27 @@ TEST(Golden, DynamicSamplingTrainsOnlyGroupsWithSignal) {
   }
   EXPECT_EQ(rows, 6);
   EXPECT_EQ(last_filtered, filtered);
-  remove_tree(dir);
 }
 
 // Dynamic sampling with an untrained policy and no format credit: no group ever has a
 // spread, so each step spends its budget and trains one batch-sized round as drawn.
 TEST(Golden, DynamicSamplingWithoutSignalTrainsABatchAsDrawn) {
-  const fs::path dir = fs::temp_directory_path() / ("moerl-golden-flat-" + std::to_string(::getpid()));
-  remove_tree(dir);
+  TempRun r("flat");
   std::string text = kTinyJob;
   text.replace(text.find("format_reward = 0.2"), 19, "format_reward = 0.0");
   text.replace(text.find("sft_steps = 40"), 14, "sft_steps = 0");
   JobConfig cfg = JobConfig::parse(ConfigDoc::parse(text, "golden.toml"));
   cfg.rollout.dynamic_sampling = true;
   cfg.rollout.max_sampling_rounds = 3;
-  JobOptions o;
-  o.run_dir = dir.string();
-  o.plot = false;
-  nlohmann::json s = run_job(cfg, o);
+  nlohmann::json s = r.run(cfg);
   EXPECT_EQ(s["steps"]["rl"], 6);
   EXPECT_EQ(s["sampling"]["groups_filtered"], 6 * 4 * 3);  // every prompt of every budget
-  for (const auto& row : metrics::read_jsonl((dir / "metrics.jsonl").string())) {
-    if (row["phase"] != "rl") continue;
+  const std::vector<nlohmann::json> rows = r.rl_rows();
+  EXPECT_EQ(rows.size(), 6u);
+  for (const auto& row : rows) {
     EXPECT_EQ(row["samples"].get<int64_t>(), 16) << row.dump();  // prompts_per_step x G, not the whole round
     EXPECT_EQ(row["flat_groups"].get<int64_t>(), 4) << row.dump();
   }
-  remove_tree(dir);
 }
 
 TEST(Golden, TinyRunReproducesCommittedCurveAndResumes) {
