@@ -1,5 +1,6 @@
 // Parity with Hugging Face transformers (tests/fixtures, made by make_fixtures.py):
-// logits within 1e-4, greedy continuations token for token, left-padded batches, and the
+// logits within 1e-4, greedy continuations token for token (a reference choice that is a
+// near-tie within that rounding may differ), left-padded batches, and the
 // transformers 5 fused-expert layout.
 #include <gtest/gtest.h>
 
@@ -31,7 +32,7 @@ TEST_P(Parity, LogitsMatchTransformers) {
   at::Tensor logits = m.forward({in.at("input_ids")}).logits_BTV;
   ASSERT_EQ(logits.sizes(), ref.at("logits").sizes());
   const double diff = max_abs_diff(logits, ref.at("logits"));
-  EXPECT_LE(diff, 1e-4) << GetParam();
+  EXPECT_LE(diff, testing::kLogitTol) << GetParam();
   std::printf("[parity] %s: max |logits - transformers| = %.3g\n", GetParam().c_str(), diff);
   // Reference logits are far from zero: a broken model cannot pass by accident.
   EXPECT_GT(ref.at("logits").abs().max().item<double>(), 1.0);
@@ -48,7 +49,7 @@ TEST_P(Parity, LeftPaddedLogitsMatchTransformers) {
   at::Tensor keep = mask.ne(0).unsqueeze(-1);
   const double diff = max_abs_diff(logits.masked_fill(keep.logical_not(), 0),
                                    ref.at("padded_logits").masked_fill(keep.logical_not(), 0));
-  EXPECT_LE(diff, 1e-4) << GetParam();
+  EXPECT_LE(diff, testing::kLogitTol) << GetParam();
 }
 
 TEST_P(Parity, GreedyContinuationMatchesTransformers) {
@@ -66,13 +67,13 @@ TEST_P(Parity, GreedyContinuationMatchesTransformers) {
   g.max_new_tokens = N;
   g.sampling.greedy = true;
   std::vector<Generation> out = generate(m, prompts, g);
+  at::Tensor got = want.clone();
   for (int64_t b = 0; b < B; ++b) {
     ASSERT_EQ(static_cast<int64_t>(out[b].tokens.size()), N);
-    for (int64_t i = 0; i < N; ++i) {
-      EXPECT_EQ(out[b].tokens[i], want[b][T + i].item<int64_t>()) << GetParam() << " row " << b << " step " << i;
-    }
+    for (int64_t i = 0; i < N; ++i) got[b][T + i] = out[b].tokens[i];
     EXPECT_EQ(out[b].finish, FinishReason::kLength);
   }
+  testing::expect_greedy_matches(m, got, want, T, GetParam());
 }
 
 // What we save is what transformers saved: same tensor names, shapes and values, so the
@@ -117,7 +118,7 @@ TEST_P(FusedLayout, LoadsAndMatches) {
   auto in = io::load_tensors(src + "/inputs.safetensors");
   auto ref = io::load_tensors(src + "/reference.safetensors");
   c10::InferenceMode guard;
-  EXPECT_LE(max_abs_diff(m.forward({in.at("input_ids")}).logits_BTV, ref.at("logits")), 1e-4);
+  EXPECT_LE(max_abs_diff(m.forward({in.at("input_ids")}).logits_BTV, ref.at("logits")), testing::kLogitTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FusedLayout, ::testing::Values("qwen3_moe_tied", "mixtral"));

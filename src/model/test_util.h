@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "io/hf_config.h"
+#include "model/model.h"
 
 namespace moerl::model::testing {
 
@@ -19,6 +22,30 @@ inline std::string fixture_dir(const std::string& name) { return source_dir() + 
 
 inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+// Logits of our model and of transformers agree to 1e-4 on the fixtures (Parity tests).
+inline constexpr double kLogitTol = 1e-4;
+
+// Greedy ids (prompt + continuation, [B, T+N]) against a reference committed from another
+// library on another machine. Exact, except where the reference's choice is a near-tie: at
+// the first position a row differs, the reference token's logit must be within rounding
+// (2 x kLogitTol) of our top logit there, given the same prefix; that row's continuations
+// then diverge and are not compared. Any other difference fails.
+inline void expect_greedy_matches(Model& m, const at::Tensor& got, const at::Tensor& want, int64_t prompt_len,
+                                  const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  for (int64_t b = 0; b < want.size(0); ++b) {
+    for (int64_t t = prompt_len; t < want.size(1); ++t) {
+      const int64_t ours = got[b][t].item<int64_t>(), theirs = want[b][t].item<int64_t>();
+      if (ours == theirs) continue;
+      at::Tensor logits = m.forward({.input_ids = want.slice(0, b, b + 1).slice(1, 0, t)}).logits_BTV[0][t - 1];
+      const double gap = logits[ours].item<double>() - logits[theirs].item<double>();
+      EXPECT_LE(gap, 2 * kLogitTol) << what << " row " << b << " step " << t - prompt_len << ": token " << ours
+                                    << " vs reference " << theirs << " is no near-tie (logit gap " << gap << ")";
+      break;
+    }
+  }
 }
 
 // A tiny qwen3_moe config: 2 layers (layer 1 dense unless `all_moe`), 8 experts top-2.

@@ -204,8 +204,17 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
   st.approx_kl /= n;
   st.behav_weight /= n;
   st.num_samples = B;
-  st.reward_mean = b.rewards_B.mean().item<double>();
-  st.reward_std = B > 1 ? b.rewards_B.std().item<double>() : 0.0;
+  // Reward mean and std in double, in sample order: a sum of float rewards is exact in double
+  // (24-bit mantissas, far fewer than 2^29 samples), so the figures do not depend on how a
+  // CPU's vectorised reduction orders a float sum.
+  double reward_sum = 0, reward_sq = 0;
+  for (const runtime::Sample* s : rows) reward_sum += static_cast<double>(s->reward);
+  st.reward_mean = reward_sum / static_cast<double>(std::max<int64_t>(1, B));
+  for (const runtime::Sample* s : rows) {
+    const double d = static_cast<double>(s->reward) - st.reward_mean;
+    reward_sq += d * d;
+  }
+  st.reward_std = B > 1 ? std::sqrt(reward_sq / static_cast<double>(B - 1)) : 0.0;
   st.response_len = mask.sum().item<double>() / static_cast<double>(B);
   st.seconds = now_seconds() - t0;
   return st;
