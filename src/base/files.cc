@@ -2,6 +2,9 @@
 // removed rather than followed); ScratchDir makes its directory with mkdtemp.
 #include "base/files.h"
 
+#include <cstdio>
+#include <fstream>
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,6 +68,18 @@ ScratchDir::~ScratchDir() {
     remove_tree(path_);
   } catch (const std::exception& e) {
     MOERL_LOG(WARN) << "scratch directory left behind: " << e.what();
+  }
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw Error("cannot write " + tmp, "check free space and permissions", ErrorCode::kIo);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw Error("cannot rename " + tmp + " to " + path, "check permissions", ErrorCode::kIo);
   }
 }
 

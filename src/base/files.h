@@ -9,8 +9,13 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace moerl {
+
+// Writes `bytes` to `path` through a temporary file and a rename: readers see the old or the
+// new content, never half. Throws moerl::Error (kIo) naming the path.
+void write_file_atomic(const std::string& path, std::string_view bytes);
 
 // Removes path and everything below it; symlinks are removed, never followed. A missing
 // path is not an error. Throws moerl::Error (kIo) naming the entry that could not go.

@@ -14,8 +14,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "cli/bench.h"
-#include "train/async_job.h"
-#include "train/job.h"
+#include "job/roles.h"
 
 namespace moerl::cli {
 
@@ -77,15 +76,15 @@ static int run_bench_rl(Args& a) {
   }
   // Rounds after the first shift train.seed (the RL sampling seed), so the rounds' final rewards
   // differ by sampling as the equal_reward check assumes (the SFT start is the same).
-  const uint64_t base_seed = train::JobConfig::load(config, user).train.seed;
+  const uint64_t base_seed = job::JobConfig::load(config, user).train.seed;
   auto run = [&](const std::string& mode, int threads, int64_t round) {
     std::vector<std::string> o = {"runtime.stale_policy=\"regenerate\""};
     o.insert(o.end(), user.begin(), user.end());
     if (round > 0) o.push_back("train.seed=" + std::to_string(base_seed + static_cast<uint64_t>(round)));
     o.push_back("runtime.mode=\"" + mode + "\"");
     if (threads > 0) o.push_back("train.threads=" + std::to_string(threads));
-    train::JobConfig cfg = train::JobConfig::load(config, o);
-    train::JobOptions opts;
+    job::JobConfig cfg = job::JobConfig::load(config, o);
+    job::JobOptions opts;
     std::string name = threads > 0 ? mode + "-" + std::to_string(threads) : mode;
     if (repeat > 1) name += "-r" + std::to_string(round);
     opts.run_dir = (std::filesystem::path(dir) / name).string();
@@ -93,7 +92,7 @@ static int run_bench_rl(Args& a) {
     opts.plot = false;
     remove_tree(opts.run_dir);
     MOERL_LOG(INFO) << "bench rl: round " << round + 1 << "/" << repeat << ", " << mode << " run in " << opts.run_dir;
-    nlohmann::json summary = mode == "sync" ? train::run_job(cfg, opts) : train::run_async_job(cfg, opts);
+    nlohmann::json summary = job::run_job(cfg, opts);
     summary["run_dir"] = opts.run_dir;
     return summary;
   };

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "cli/command.h"
-#include "train/async_job.h"
+#include "job/roles.h"
 
 namespace moerl::cli {
 
@@ -23,15 +23,15 @@ static int run_rollout_cmd(Args& args) {
   }
   std::vector<std::string> overrides = args.values("--set");
   std::optional<std::string> run_dir = args.value("--run-dir");
-  train::RolloutRoleOptions o;
+  job::RolloutRoleOptions o;
   o.worker_id = args.value_or("--worker-id", "worker-" + std::to_string(getpid()));
   o.max_tasks = args.integer("--max-tasks", 0);
   o.intra_op_threads = static_cast<int>(args.integer("--threads", 1));
   std::string config = args.positional(0, "CONFIG.toml");
   args.finish();
-  train::JobConfig cfg = train::JobConfig::load(config, overrides);
+  job::JobConfig cfg = job::JobConfig::load(config, overrides);
   o.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
-  return train::run_rollout_role(cfg, o);
+  return job::run_rollout_role(cfg, o);
 }
 
 MOERL_COMMAND("rollout", "rollout worker role of the async job (lease -> generate -> put)", run_rollout_cmd);

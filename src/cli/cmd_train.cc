@@ -1,5 +1,5 @@
 // `moerl train CONFIG.toml [--set key=value ...] [--run-dir DIR] [--fresh] [--no-plot]`:
-// the main job (train/job.h). A run dir holding a checkpoint resumes unless --fresh.
+// the main job (job/roles.h). A run dir holding a checkpoint resumes unless --fresh.
 #include <cstdio>
 #include <filesystem>
 
@@ -7,8 +7,7 @@
 #include "base/env.h"
 #include "base/error.h"
 #include "cli/command.h"
-#include "train/async_job.h"
-#include "train/job.h"
+#include "job/roles.h"
 
 namespace moerl::cli {
 
@@ -36,20 +35,15 @@ static int run_train(Args& args) {
   std::string config = args.positional(0, "CONFIG.toml");
   args.finish();
   if (mode) overrides.push_back("runtime.mode=\"" + *mode + "\"");
-  train::JobConfig cfg = train::JobConfig::load(config, overrides);
-  if (cfg.ep_size > 1 && cfg.runtime.mode == runtime::RunMode::kAsync) {
-    throw Error("train: ep.size=" + std::to_string(cfg.ep_size) + " runs in runtime.mode=\"sync\" only",
-                "use --mode sync (expert parallelism in async roles is not built)");
-  }
-  train::JobOptions opts;
+  job::JobConfig cfg = job::JobConfig::load(config, overrides);
+  job::JobOptions opts;
   opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
   // Under `moerl launch` every rank shares the run dir: only rank 0 clears it (the others
   // start after its rendezvous, which happens after this).
   if (fresh && env::rendezvous().rank == 0) remove_tree(opts.run_dir);
   opts.plot = !no_plot;
   opts.stop_after_rl_steps = stop_after;
-  nlohmann::json summary = cfg.runtime.mode == runtime::RunMode::kAsync ? train::run_async_job(cfg, opts)
-                                                                         : train::run_job(cfg, opts);
+  nlohmann::json summary = job::run_job(cfg, opts);
   std::printf("%s\n", summary.dump(2).c_str());
   return 0;
 }

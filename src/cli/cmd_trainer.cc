@@ -1,11 +1,11 @@
 // `moerl trainer CONFIG.toml [--set key=value ...] [--run-dir DIR] [--fresh] [--no-plot]`: the
-// trainer role of the asynchronous job (train/async_job.h) over the queue [runtime] names.
+// trainer role of the asynchronous job (job/roles.h) over the queue [runtime] names.
 #include <cstdio>
 #include <filesystem>
 
 #include "base/files.h"
 #include "cli/command.h"
-#include "train/async_job.h"
+#include "job/roles.h"
 
 namespace moerl::cli {
 
@@ -25,12 +25,12 @@ static int run_trainer_cmd(Args& args) {
   bool no_plot = args.flag("--no-plot");
   std::string config = args.positional(0, "CONFIG.toml");
   args.finish();
-  train::JobConfig cfg = train::JobConfig::load(config, overrides);
-  train::JobOptions opts;
+  job::JobConfig cfg = job::JobConfig::load(config, overrides);
+  job::JobOptions opts;
   opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
   if (fresh) remove_tree(opts.run_dir);
   opts.plot = !no_plot;
-  nlohmann::json summary = train::run_trainer_role(cfg, opts);
+  nlohmann::json summary = job::run_trainer_role(cfg, opts);
   std::printf("%s\n", summary.dump(2).c_str());
   return 0;
 }

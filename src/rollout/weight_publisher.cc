@@ -2,6 +2,7 @@
 #include "rollout/weight_publisher.h"
 
 #include <cinttypes>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -37,6 +38,31 @@ std::string publish_weights(store::ObjectStore& store, runtime::WeightRegistry& 
   registry.publish(version, prefix, deadline);
   if (options.keep > 0) store::retain_latest(store, kWeightsRoot, options.keep);
   return prefix;
+}
+
+VersionPublisher::VersionPublisher(store::ObjectStore& store, runtime::WeightRegistry& registry,
+                                   std::shared_ptr<WeightHandoff> handoff, std::string scratch_dir,
+                                   VersionPolicy policy)
+    : store_(store), registry_(registry), handoff_(std::move(handoff)), scratch_dir_(std::move(scratch_dir)),
+      policy_(policy) {}
+
+bool VersionPublisher::due(uint64_t version) const {
+  return version % static_cast<uint64_t>(std::max<int64_t>(1, policy_.every)) == 0;
+}
+
+uint64_t VersionPublisher::publish(uint64_t version, const model::Model& model, Deadline deadline) {
+  uint64_t v = version;
+  if (first_) {
+    if (auto latest = registry_.latest(deadline); latest && latest->version >= v) v = latest->version + 1;
+    first_ = false;
+  }
+  while (store_.head(weights_prefix(v) + "/" + store::kManifestName)) ++v;
+  if (handoff_) {
+    registry_.publish(v, handoff_->put(v, model), deadline);  // in-process workers: in memory
+  } else {
+    publish_weights(store_, registry_, v, model, scratch_dir_, {.keep = policy_.keep}, deadline);
+  }
+  return v;
 }
 
 StagedWeights fetch_weights(store::ObjectStore& store, const std::string& prefix, const std::string& scratch_dir) {

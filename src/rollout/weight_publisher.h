@@ -13,10 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "base/deadline.h"
 #include "model/model.h"
+#include "rollout/weight_handoff.h"
 #include "runtime/weight_registry.h"
 #include "store/object_store.h"
 
@@ -41,6 +43,40 @@ struct StagedWeights {
   uint64_t version = 0;
   std::string dir;        // local copy: config.json + model.safetensors
   model::Params params;   // loaded tensors (HF names)
+};
+
+// The trainer's weight-version policy: which version number a publication gets and how it
+// travels. Versions only grow: the first publication of a (re)started trainer goes above
+// every version the registry has announced, and no version whose commit already exists in
+// the store is reused (a restarted trainer's lost versions are never published twice with
+// other weights). With a WeightHandoff (every worker a thread of this process) a version
+// travels in memory; without one, through the store.
+//
+//   VersionPublisher pub(*store, *registry, handoff, scratch, {.keep = 3, .every = 1});
+//   state.policy_version = pub.publish(state.policy_version, policy, deadline);  // after a step
+// Not thread-safe: the trainer thread publishes.
+struct VersionPolicy {
+  size_t keep = 3;      // versions kept in the store
+  int64_t every = 1;    // publish when the version is a multiple of this (runtime.publish_every)
+};
+
+class VersionPublisher {
+ public:
+  VersionPublisher(store::ObjectStore& store, runtime::WeightRegistry& registry,
+                   std::shared_ptr<WeightHandoff> handoff, std::string scratch_dir, VersionPolicy policy);
+  // True when `version` is due under policy.every.
+  bool due(uint64_t version) const;
+  // Publishes `model` as `version` or the next version above it that is free; returns the
+  // version published.
+  uint64_t publish(uint64_t version, const model::Model& model, Deadline deadline);
+
+ private:
+  store::ObjectStore& store_;
+  runtime::WeightRegistry& registry_;
+  std::shared_ptr<WeightHandoff> handoff_;
+  const std::string scratch_dir_;
+  const VersionPolicy policy_;
+  bool first_ = true;
 };
 
 // Downloads and verifies the commit at `prefix` into scratch_dir/<vN>; reads the version from

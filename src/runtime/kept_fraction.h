@@ -18,6 +18,10 @@ class KeptFraction {
   void observe(bool kept) { value_ += kWeight * ((kept ? 1.0 : 0.0) - value_); }
   // Never below `floor` (> 0), so callers can divide by it.
   double value(double floor = 1e-3) const { return std::max(value_, floor); }
+  // The average as it stands (no floor), and setting it back: checkpoints carry it so a
+  // resumed run sizes its rounds as the uninterrupted one would.
+  double raw() const { return value_; }
+  void set_raw(double v) { value_ = v; }
 
  private:
   static constexpr double kWeight = 0.05;

@@ -1,5 +1,5 @@
-// The `moerl train` job config: every section of the TOML file, read and validated in one
-// place. Sections owned by other parts are read by their own readers (rl::read_loss_config
+// The job config of `moerl train`, `moerl trainer` and `moerl rollout`: every section of the
+// TOML file, read and validated in one place. Sections owned by other parts are read by their own readers (rl::read_loss_config
 // for [algorithm], tasks::make_task for [task]); this file owns [model], [rollout],
 // [train], [runtime], [store], [ep] and rejects unknown keys in all of them.
 //
@@ -24,7 +24,7 @@
 #include "tasks/task.h"
 #include "train/policy_trainer.h"
 
-namespace moerl::train {
+namespace moerl::job {
 
 struct ModelSection {
   std::string init = "random";  // "random" or a directory with config.json + safetensors
@@ -61,7 +61,7 @@ struct TrainSection {
   int64_t keep_checkpoints = 2;
   uint64_t seed = 0;
   int64_t threads = 0;            // intra-op threads; 0 = leave libtorch's default
-  TrainerConfig trainer;
+  train::TrainerConfig trainer;
 };
 
 struct JobConfig {
@@ -81,4 +81,4 @@ struct JobConfig {
   static JobConfig parse(ConfigDoc doc);
 };
 
-}  // namespace moerl::train
+}  // namespace moerl::job

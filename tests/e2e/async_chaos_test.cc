@@ -17,9 +17,10 @@
 
 #include "base/files.h"
 #include "runtime/redis_server.h"
-#include "train/async_test_util.h"
+#include "e2e/async_test_util.h"
 
 namespace moerl::train {
+using namespace moerl::job;  // NOLINT: the job API under test
 namespace {
 
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {

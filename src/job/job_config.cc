@@ -1,10 +1,10 @@
-#include "train/job_config.h"
+#include "job/job_config.h"
 
 #include "base/error.h"
 #include "tasks/registry.h"
 #include "train/reward_model.h"
 
-namespace moerl::train {
+namespace moerl::job {
 
 namespace {
 
@@ -71,7 +71,7 @@ TrainSection read_train(ConfigTable t, int64_t max_new_tokens) {
   s.keep_checkpoints = t.integer("keep_checkpoints", 2, {1, 1e6});
   s.seed = static_cast<uint64_t>(t.integer("seed", 0, {0, kBig}));
   s.threads = t.integer("threads", 0, {0, 1024});
-  TrainerConfig& c = s.trainer;
+  train::TrainerConfig& c = s.trainer;
   c.adamw.lr = t.number("lr", 1e-3, {0, 10});
   c.adamw.beta1 = t.number("beta1", 0.9, {0, 0.999999});
   c.adamw.beta2 = t.number("beta2", 0.999, {0, 0.999999});
@@ -84,8 +84,8 @@ TrainSection read_train(ConfigTable t, int64_t max_new_tokens) {
   c.schedule.total_steps = std::max<int64_t>(1, s.steps);
   c.schedule.min_lr_ratio = t.number("min_lr_ratio", 0.1, {0, 1});
   c.schedule.kind = t.choice("lr_schedule", "cosine", {"cosine", "constant"}) == "cosine"
-                        ? LrSchedule::Kind::kCosine
-                        : LrSchedule::Kind::kConstant;
+                        ? train::LrSchedule::Kind::kCosine
+                        : train::LrSchedule::Kind::kConstant;
   c.max_new_tokens = max_new_tokens;
   t.done();
   return s;
@@ -122,7 +122,7 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   j.loss = rl::read_loss_config(algo);
   algo.done();
   j.train.trainer.loss = j.loss;
-  register_model_reward();
+  train::register_model_reward();
   ConfigTable task = root.table("task");
   j.task = tasks::make_task(task);
   j.reward = tasks::make_reward_fn(task, j.task);
@@ -155,8 +155,12 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
                   "the EP ranks would have to agree on every extra sampling round; use ep.size = 1");
     }
   }
+  if (j.ep_size > 1 && j.runtime.mode == runtime::RunMode::kAsync) {
+    throw Error("config: ep.size = " + std::to_string(j.ep_size) + " runs in runtime.mode = \"sync\" only",
+                "use --mode sync (expert parallelism in the async roles is not built yet)");
+  }
   j.effective_toml = doc.to_toml();
   return j;
 }
 
-}  // namespace moerl::train
+}  // namespace moerl::job

@@ -14,9 +14,10 @@
 
 #include "base/files.h"
 #include "base/jsonl.h"
-#include "train/job.h"
+#include "job/roles.h"
 
 namespace moerl::train {
+using namespace moerl::job;  // NOLINT: the job API under test
 namespace {
 
 namespace fs = std::filesystem;
@@ -75,7 +76,9 @@ void expect_matches_committed(const nlohmann::json& got, const nlohmann::json& w
   EXPECT_EQ(got["phase"], want["phase"]) << "row " << row;
   EXPECT_EQ(got["step"], want["step"]) << "row " << row;
   EXPECT_EQ(got.contains("reward"), want.contains("reward")) << "row " << row;
-  if (want.contains("reward")) EXPECT_EQ(got["reward"], want["reward"]) << "row " << row << " reward";
+  if (want.contains("reward")) {
+    EXPECT_EQ(got["reward"], want["reward"]) << "row " << row << " reward";
+  }
   const double a = got["loss"].get<double>(), b = want["loss"].get<double>();
   EXPECT_LE(std::abs(a - b), kLossRelTol * std::abs(b))
       << "row " << row << " (" << want["phase"] << " step " << want["step"] << "): loss " << a << " vs committed "

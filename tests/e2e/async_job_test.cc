@@ -8,10 +8,11 @@
 #include "base/deadline.h"
 #include "base/files.h"
 #include "base/jsonl.h"
-#include "train/async_job.h"
-#include "train/async_test_util.h"
+#include "job/roles.h"
+#include "e2e/async_test_util.h"
 
 namespace moerl::train {
+using namespace moerl::job;  // NOLINT: the job API under test
 namespace {
 
 TEST(AsyncJob, EveryGroupFilteredEndsAtTheBudgetAndBalances) {
@@ -26,7 +27,7 @@ TEST(AsyncJob, EveryGroupFilteredEndsAtTheBudgetAndBalances) {
   o.run_dir = dir + "/run";
   o.plot = false;
   const double t0 = now_seconds();
-  nlohmann::json s = run_async_job(cfg, o);
+  nlohmann::json s = run_job(cfg, o);
   EXPECT_LT(now_seconds() - t0, 120.0);  // the trainer waits up to 600 s for a batch that can come
   const nlohmann::json& acc = s["accounting"];
   EXPECT_EQ(acc["tasks_created"], 4 * 4 * 2);  // steps x prompts_per_step x max_sampling_rounds

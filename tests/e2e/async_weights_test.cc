@@ -15,10 +15,11 @@
 #include "runtime/in_process_queue.h"
 #include "store/commit.h"
 #include "store/object_store.h"
-#include "train/async_job.h"
-#include "train/async_test_util.h"
+#include "job/roles.h"
+#include "e2e/async_test_util.h"
 
 namespace moerl::train {
+using namespace moerl::job;  // NOLINT: the job API under test
 namespace {
 
 struct Fixture {

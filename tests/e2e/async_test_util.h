@@ -17,9 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "train/job_config.h"
+#include "job/job_config.h"
 
 namespace moerl::train::testing {
+using namespace moerl::job;
 
 inline std::string make_temp_dir(const std::string& tag) {
   std::string tmpl = "/tmp/moerl-" + tag + "-XXXXXX";

@@ -13,10 +13,11 @@
 #include "runtime/redis_server.h"
 #include "runtime/test_metadata_server.h"
 #include "store/object_store.h"
-#include "train/async_job.h"
-#include "train/async_test_util.h"
+#include "job/roles.h"
+#include "e2e/async_test_util.h"
 
 namespace moerl::train {
+using namespace moerl::job;  // NOLINT: the job API under test
 namespace {
 
 constexpr int kTasks = 300;

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "base/error.h"
-#include "train/job_config.h"
+#include "job/job_config.h"
 
-namespace moerl::train {
+namespace moerl::job {
 namespace {
 
 JobConfig parse_with_model(const std::string& model_keys) {
@@ -51,4 +51,4 @@ TEST(JobConfigDevice, BadDeviceOrMissingGpuIsAnErrorNamingTheKey) {
 }
 
 }  // namespace
-}  // namespace moerl::train
+}  // namespace moerl::job

@@ -1,0 +1,144 @@
+#include "job/local_launcher.h"
+
+#include <ATen/Parallel.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "base/deadline.h"
+#include "base/error.h"
+#include "base/files.h"
+#include "job/roles.h"
+#include "rollout/worker.h"
+#include "runtime/drain.h"
+
+namespace moerl::job {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Redis queue: `moerl rollout <run_dir>/config.toml` per worker, as the rollout pods run it.
+nlohmann::json run_with_processes(const JobConfig& cfg, const JobOptions& options) {
+  const int64_t n = cfg.rollout.num_workers;
+  fs::path conf = fs::path(options.run_dir) / "config.toml";
+  write_file_atomic(conf.string(), cfg.effective_toml);
+  std::vector<pid_t> kids;
+  for (int64_t i = 0; i < n; ++i) {
+    std::string id = "local-" + std::to_string(i);
+    pid_t pid = fork();
+    if (pid < 0) throw Error("fork failed", "too many processes?", ErrorCode::kInternal);
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      std::vector<std::string> argv = {"moerl", "rollout", conf.string(), "--run-dir", options.run_dir,
+                                       "--worker-id", id};
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execv("/proc/self/exe", cargv.data());
+      _exit(127);
+    }
+    kids.push_back(pid);
+  }
+  auto reap = [&] {
+    Deadline d = Deadline::after_seconds(cfg.runtime.drain_seconds + 30);
+    for (pid_t p : kids) {
+      int status = 0;
+      while (waitpid(p, &status, WNOHANG) == 0) {
+        if (d.expired()) {
+          kill(p, SIGKILL);
+          waitpid(p, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    kids.clear();
+  };
+  try {
+    nlohmann::json s = run_trainer_role(cfg, options);
+    if (s.contains("stopped_at_rl_step")) {
+      for (pid_t p : kids) kill(p, SIGTERM);  // no run-done marker: drain them
+    }
+    reap();
+    return s;
+  } catch (...) {
+    for (pid_t p : kids) kill(p, SIGTERM);
+    reap();
+    throw;
+  }
+}
+
+// In-process queue: worker threads sharing the backends; versions pass in memory.
+nlohmann::json run_with_threads(const JobConfig& cfg, const JobOptions& options) {
+  const int64_t n = cfg.rollout.num_workers;
+  runtime::RuntimeBackends b = runtime::open_backends(cfg.runtime);
+  std::unique_ptr<model::Tokenizer> tok = make_job_tokenizer(cfg);
+  std::unique_ptr<store::ObjectStore> store = store::open_store(job_store_uri(cfg, options.run_dir));
+  store->remove(rollout::kRunDoneKey);
+  auto handoff = std::make_shared<rollout::WeightHandoff>();
+  std::vector<std::unique_ptr<runtime::DrainController>> drains;
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(n);
+  runtime::Accounting worker_acc;
+  for (int64_t i = 0; i < n; ++i) drains.push_back(std::make_unique<runtime::DrainController>(cfg.runtime.drain_seconds));
+  for (int64_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        rollout::WorkerOptions wo;
+        wo.worker_id = "thread-" + std::to_string(i);
+        wo.scratch_dir = (fs::path(options.run_dir) / "scratch" / wo.worker_id).string();
+        wo.intra_op_threads = 1;
+        wo.model = cfg.model.options(true);
+        wo.handoff = handoff;
+        rollout::RolloutWorker w(worker_setup(cfg, *tok), b, *store, wo);
+        w.run(*drains[i], &worker_acc);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  auto stop_workers = [&] {
+    for (auto& d : drains) d->request_drain("trainer finished the run");
+    for (auto& t : threads) if (t.joinable()) t.join();
+  };
+  // Two cores: one intra-op thread per role, so the trainer and the workers run side by
+  // side instead of fighting over one pool.
+  JobOptions trainer_options = options;
+  trainer_options.intra_op_threads = 1;
+  nlohmann::json summary;
+  try {
+    summary = run_trainer_role(cfg, trainer_options, {.backends = b, .handoff = handoff, .before_report = stop_workers});
+  } catch (...) {
+    stop_workers();
+    throw;
+  }
+  stop_workers();  // a stopped-early run never reached before_report
+  for (auto& e : errors) if (e) std::rethrow_exception(e);
+  if (summary.contains("stopped_at_rl_step")) return summary;
+  // Rollout-side accounting (workers' busy/idle time) joins the trainer's report.
+  runtime::AccountingReport wr = worker_acc.report(0);
+  summary["accounting"]["rollout_idle_fraction"] = wr.rollout_idle_fraction;
+  summary["accounting"]["samples_generated"] = wr.get(runtime::Counter::kSamplesGenerated);
+  write_file_atomic((fs::path(options.run_dir) / "summary.json").string(), summary.dump(2) + "\n");
+  return summary;
+}
+
+}  // namespace
+
+nlohmann::json run_local_async(const JobConfig& cfg, const JobOptions& options) {
+  if (cfg.rollout.num_workers < 1) {
+    throw Error("config: rollout.num_workers = " + std::to_string(cfg.rollout.num_workers) +
+                    " with runtime.mode = \"async\"",
+                "async mode needs at least one rollout worker", ErrorCode::kInvalidInput);
+  }
+  fs::create_directories(options.run_dir);
+  return cfg.runtime.backend() == runtime::BackendKind::kRedis ? run_with_processes(cfg, options)
+                                                                : run_with_threads(cfg, options);
+}
+
+}  // namespace moerl::job

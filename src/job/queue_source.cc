@@ -1,0 +1,191 @@
+#include "job/queue_source.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "base/error.h"
+#include "base/files.h"
+#include "base/log.h"
+#include "rollout/group_rollout.h"
+#include "rollout/worker.h"
+#include "store/digest.h"
+
+namespace moerl::job {
+
+namespace {
+
+constexpr double kBatchWaitSeconds = 600;  // then warn and keep waiting while work is queued
+
+std::string from_hex(const std::string& hex) {
+  auto val = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw Error("checkpoint: the experience-buffer snapshot is not lowercase hex",
+                "the checkpoint is corrupt; remove it to resume from an older one", ErrorCode::kIo);
+  };
+  if (hex.size() % 2) {
+    throw Error("checkpoint: odd-length experience-buffer snapshot", "the checkpoint is corrupt", ErrorCode::kIo);
+  }
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(val(hex[2 * i]) * 16 + val(hex[2 * i + 1]));
+  return out;
+}
+
+// trained.jsonl keeps only tasks trained up to the restored step (later ones are trained again).
+void trim_trained_log(const std::string& path, bool resumed, int64_t rl_step) {
+  std::string kept;
+  if (resumed && std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      try {
+        if (nlohmann::json::parse(line).at("step").get<int64_t>() <= rl_step) kept += line + "\n";
+      } catch (const std::exception&) {
+        // a torn last line from the crash: drop it
+      }
+    }
+  }
+  write_file_atomic(path, kept);
+}
+
+}  // namespace
+
+QueueSource::QueueSource(RunContext& ctx, QueueSourceOptions options) : ctx_(ctx), o_(std::move(options)) {
+  if (ctx_.world > 1) {
+    throw Error("train: ep.size=" + std::to_string(ctx_.world) + " runs in runtime.mode=\"sync\" only",
+                "use --mode sync (expert parallelism in the async roles is not built yet)");
+  }
+  if (!o_.backends.queue || !o_.backends.buffer || !o_.backends.weights) {
+    throw Error("trainer: the async job needs a task queue, an experience buffer and a weight registry",
+                "open them with runtime::open_backends(cfg.runtime)", ErrorCode::kInvalidInput);
+  }
+  if (!ctx_.resumed) ctx_.store->remove(rollout::kRunDoneKey);
+  trim_trained_log(ctx_.path("trained.jsonl"), ctx_.resumed, ctx_.state.rl_step);
+}
+
+Deadline QueueSource::call_deadline() const {
+  return Deadline::after_seconds(ctx_.cfg.runtime.call_timeout_seconds);
+}
+
+void QueueSource::start() {
+  const JobConfig& cfg = ctx_.cfg;
+  const int64_t P = cfg.rollout.prompts_per_step;
+  const nlohmann::json& extra = ctx_.state.extra;
+  const nlohmann::json* saved = extra.contains("source") ? &extra["source"] : nullptr;
+  first_cursor_ = saved ? saved->at("first_cursor").get<uint64_t>() : ctx_.state.cursor;
+  runtime::ControllerConfig cc;
+  // Dynamic sampling may need up to max_sampling_rounds prompts per trained group.
+  cc.total_tasks = cfg.train.steps * P * (cfg.rollout.dynamic_sampling ? cfg.rollout.max_sampling_rounds : 1);
+  cc.queue_ahead = std::max<int64_t>(P, cfg.runtime.tasks_per_lease * cfg.rollout.num_workers);
+  cc.drop_no_signal = cfg.rollout.dynamic_sampling;
+  cc.max_queue_factor = cfg.rollout.max_sampling_rounds;
+  cc.first_cursor = first_cursor_;
+  cc.stale = {.max_staleness = cfg.runtime.max_staleness, .policy = cfg.runtime.stale_policy};
+  cc.call_timeout_seconds = cfg.runtime.call_timeout_seconds;
+  const uint32_t G = static_cast<uint32_t>(cfg.loss.group_size);
+  ctl_ = std::make_unique<runtime::AsyncController>(
+      cc, *o_.backends.queue, *o_.backends.buffer,
+      [this, G](uint64_t cursor, uint32_t attempt) {
+        runtime::TaskUnit u = rollout::make_task_unit(ctx_.cfg.task->item(tasks::Split::kTrain, cursor), *ctx_.tok,
+                                                      G, cursor);
+        u.task_id = "c" + std::to_string(cursor);
+        u.attempt = attempt;
+        return u;
+      },
+      &acc_);
+  if (saved) ctl_->restore(runtime::BufferSnapshot::decode(from_hex(saved->at("buffer").get<std::string>())),
+                           call_deadline());
+  publisher_ = std::make_unique<rollout::VersionPublisher>(
+      *ctx_.store, *o_.backends.weights, o_.handoff, ctx_.path("scratch"),
+      rollout::VersionPolicy{.keep = 3, .every = cfg.runtime.publish_every});
+  ctx_.state.policy_version = publisher_->publish(ctx_.state.policy_version, *ctx_.policy, call_deadline());
+  trained_.open(ctx_.path("trained.jsonl"), std::ios::app);
+}
+
+StepExperience QueueSource::next_batch() {
+  const size_t P = static_cast<size_t>(ctx_.cfg.rollout.prompts_per_step);
+  const uint64_t version = ctx_.state.policy_version;
+  StepExperience out;
+  while (true) {
+    out.records = ctl_->next_batch(P, version, Deadline::after_seconds(kBatchWaitSeconds));
+    // Refill the queue now, so the workers generate the next batch while this one trains.
+    ctl_->top_up(call_deadline());
+    if (!out.records.empty()) break;
+    if (ctl_->finished(call_deadline())) return out;  // every task done: nothing more comes
+    MOERL_LOG(WARN) << "trainer: no experience within " << kBatchWaitSeconds << " s; still waiting";
+  }
+  double stale_sum = 0;
+  uint64_t stale_max = 0;
+  for (const auto& r : out.records) {
+    const uint64_t s = runtime::staleness(r, version);
+    stale_sum += static_cast<double>(s);
+    stale_max = std::max(stale_max, s);
+    out.generated_tokens += runtime::total_response_tokens(r);
+    out.generate_seconds += r.generate_seconds;  // per worker, while generating
+  }
+  out.row["staleness_mean"] = stale_sum / static_cast<double>(out.records.size());
+  out.row["staleness_max"] = stale_max;
+  return out;
+}
+
+void QueueSource::after_step(StepExperience& step) {
+  train::TrainerState& state = ctx_.state;
+  int64_t samples = 0;
+  for (const auto& r : step.records) {
+    samples += static_cast<int64_t>(r.samples.size());
+    trained_ << nlohmann::json{{"step", state.rl_step}, {"task_id", r.task_id}, {"attempt", r.attempt},
+                               {"cursor", r.cursor}, {"worker", r.worker_id},
+                               {"version", runtime::oldest_version(r)}, {"samples", r.samples.size()}}
+                    .dump()
+             << "\n";
+  }
+  trained_.flush();
+  acc_.add(runtime::Counter::kSamplesTrained, samples);
+  state.cursor = ctl_->data_cursor();
+  const double t0 = now_seconds();
+  if (publisher_->due(state.policy_version)) {
+    state.policy_version = publisher_->publish(state.policy_version, *ctx_.policy, call_deadline());
+  }
+  step.row["publish_s"] = now_seconds() - t0;
+  step.row["version"] = state.policy_version;
+  runtime::AccountingReport rep = ctl_->report(call_deadline());
+  step.row["queue_depth"] = rep.queue_depth;
+  step.row["trainer_idle_fraction"] = rep.trainer_idle_fraction;
+  step.row["rollout_idle_fraction"] = rep.rollout_idle_fraction;
+  if (ctx_.cfg.rollout.dynamic_sampling) step.row["groups_filtered"] = rep.get(runtime::Counter::kGroupsFiltered);
+}
+
+nlohmann::json QueueSource::snapshot() {
+  if (!ctl_) return nullptr;  // before RL (the SFT checkpoint)
+  pending_ = ctl_->snapshot();
+  return {{"buffer", store::to_hex(pending_->encode())}, {"first_cursor", first_cursor_}};
+}
+
+void QueueSource::checkpoint_committed() {
+  if (!pending_) return;
+  o_.backends.buffer->checkpoint_committed(*pending_, call_deadline());
+  pending_.reset();
+}
+
+void QueueSource::finish() {
+  const runtime::RuntimeConfig& rt = ctx_.cfg.runtime;
+  // Redelivered copies of tasks already trained (a worker died between put and ack) may
+  // still be queued: let the workers finish and ack them, so the queue ends empty.
+  for (Deadline settle = Deadline::after_seconds(3 * rt.lease_seconds + 10); !settle.expired();) {
+    if (o_.backends.queue->depth(call_deadline()).queued() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // The run is over: workers drain when they see this marker.
+  ctx_.store->put(rollout::kRunDoneKey, std::to_string(ctx_.state.policy_version));
+  if (o_.before_report) o_.before_report();
+}
+
+void QueueSource::add_summary(nlohmann::json& summary) {
+  summary["queue_url"] = runtime::redact_url(ctx_.cfg.runtime.queue_url);
+  summary["num_workers"] = ctx_.cfg.rollout.num_workers;
+  if (ctl_) summary["accounting"] = ctl_->report(call_deadline()).to_json();
+}
+
+}  // namespace moerl::job

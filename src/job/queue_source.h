@@ -1,0 +1,65 @@
+// QueueSource: the async job's experience. Rollout workers (other threads, processes or pods)
+// lease prompt groups from the task queue and put scored records into the experience buffer;
+// this source, on the trainer, keeps the queue topped up (runtime::AsyncController), takes
+// each step's records within runtime.max_staleness, publishes weight version v+1 after every
+// step due under runtime.publish_every (rollout::VersionPublisher), appends what it trained to
+// trained.jsonl, and carries the buffer snapshot and data cursor in the trainer's checkpoints,
+// so a restarted trainer trains no task twice.
+//
+//   QueueSource src(ctx, {.backends = runtime::open_backends(cfg.runtime)});
+//   run_trainer_loop(ctx, src);      // `moerl trainer`
+// One trainer rank only (expert parallelism in the async roles is not built: the constructor
+// says so). Not thread-safe: the trainer thread drives it; the backends are shared.
+#pragma once
+
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "job/experience_source.h"
+#include "job/run_context.h"
+#include "rollout/weight_handoff.h"
+#include "rollout/weight_publisher.h"
+#include "runtime/accounting.h"
+#include "runtime/controller.h"
+#include "runtime/runtime_config.h"
+
+namespace moerl::job {
+
+struct QueueSourceOptions {
+  runtime::RuntimeBackends backends;
+  // Set when every worker is a thread of this process: versions pass in memory.
+  std::shared_ptr<rollout::WeightHandoff> handoff;
+  // Runs once the run is over, before the accounting report (the local launcher stops its
+  // worker threads there, so their times are counted). May be empty.
+  std::function<void()> before_report;
+};
+
+class QueueSource final : public ExperienceSource {
+ public:
+  QueueSource(RunContext& ctx, QueueSourceOptions options);
+  const char* mode() const override { return "async"; }
+  void start() override;
+  StepExperience next_batch() override;
+  void after_step(StepExperience& step) override;
+  nlohmann::json snapshot() override;
+  void checkpoint_committed() override;
+  void finish() override;
+  void add_summary(nlohmann::json& summary) override;
+  std::vector<std::string> plot_panels() const override { return {"staleness_mean", "trainer_idle_fraction"}; }
+
+ private:
+  Deadline call_deadline() const;
+
+  RunContext& ctx_;
+  QueueSourceOptions o_;
+  runtime::Accounting acc_;
+  uint64_t first_cursor_ = 0;  // data cursor of the first RL task
+  std::unique_ptr<runtime::AsyncController> ctl_;
+  std::unique_ptr<rollout::VersionPublisher> publisher_;
+  std::optional<runtime::BufferSnapshot> pending_;  // in the checkpoint being written
+  std::ofstream trained_;                           // trained.jsonl
+};
+
+}  // namespace moerl::job

@@ -1,0 +1,56 @@
+#include "job/roles.h"
+
+#include <filesystem>
+
+#include "base/log.h"
+#include "job/inline_source.h"
+#include "job/local_launcher.h"
+#include "job/trainer_loop.h"
+#include "runtime/drain.h"
+
+namespace moerl::job {
+
+nlohmann::json run_job(const JobConfig& cfg, const JobOptions& options) {
+  if (cfg.runtime.mode == runtime::RunMode::kAsync) return run_local_async(cfg, options);
+  RunContext ctx(cfg, options);
+  InlineSource source(ctx);
+  return run_trainer_loop(ctx, source);
+}
+
+nlohmann::json run_trainer_role(const JobConfig& cfg, const JobOptions& options, QueueSourceOptions source) {
+  if (!source.backends.queue) source.backends = runtime::open_backends(cfg.runtime);
+  RunContext ctx(cfg, options);
+  QueueSource queue(ctx, std::move(source));
+  return run_trainer_loop(ctx, queue);
+}
+
+rollout::WorkerSetup worker_setup(const JobConfig& cfg, const model::Tokenizer& tok) {
+  rollout::WorkerSetup s;
+  s.tokenizer = &tok;
+  s.reward = cfg.reward.get();
+  s.gen = cfg.rollout.gen;
+  s.runtime = cfg.runtime;
+  s.seed = cfg.train.seed;
+  return s;
+}
+
+int run_rollout_role(const JobConfig& cfg, const RolloutRoleOptions& options) {
+  runtime::DrainController drain(cfg.runtime.drain_seconds);
+  runtime::DrainController::install_signal_handlers(&drain);
+  std::unique_ptr<model::Tokenizer> tok = make_job_tokenizer(cfg);
+  std::unique_ptr<store::ObjectStore> store = store::open_store(job_store_uri(cfg, options.run_dir));
+  rollout::WorkerOptions wo;
+  wo.worker_id = options.worker_id;
+  wo.scratch_dir = (std::filesystem::path(options.run_dir) / "scratch" / options.worker_id).string();
+  wo.max_tasks = options.max_tasks;
+  wo.intra_op_threads = options.intra_op_threads;
+  wo.model = cfg.model.options(true);
+  rollout::RolloutWorker w(worker_setup(cfg, *tok), runtime::open_backends(cfg.runtime), *store, wo);
+  rollout::WorkerStats st = w.run(drain);
+  runtime::DrainController::install_signal_handlers(nullptr);
+  MOERL_LOG(INFO) << options.worker_id << ": exit (" << st.loop.completed << " tasks, " << st.batches
+                  << " batches, versions " << st.first_version << ".." << st.last_version << ")";
+  return st.loop.exit_code;
+}
+
+}  // namespace moerl::job

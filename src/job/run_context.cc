@@ -1,0 +1,165 @@
+#include "job/run_context.h"
+
+#include <ATen/Parallel.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "base/error.h"
+#include "base/files.h"
+#include "base/log.h"
+#include "io/tensor_io.h"
+#include "job/ep_join.h"
+#include "store/commit.h"
+#include "train/ep_checkpoint.h"
+#include "train/reward_model.h"
+
+namespace moerl::job {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<model::Tokenizer> make_job_tokenizer(const JobConfig& cfg) {
+  if (cfg.model.init == "random") return std::make_unique<model::CharTokenizer>();
+  return model::load_tokenizer(cfg.model.init);
+}
+
+std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir) {
+  return cfg.store_uri.empty() ? (fs::path(run_dir) / "store").string() : cfg.store_uri;
+}
+
+RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::move(o)) {
+  EpJoin ep = join_ep(cfg);
+  ep_group = std::move(ep.group);
+  dp = std::move(ep.dp);
+  if (dp) {
+    rank = dp->rank();
+    world = dp->world_size();
+  }
+  fs::create_directories(opts.run_dir);
+  if (lead()) write_file_atomic(path("config.toml"), cfg.effective_toml);
+  const int threads = opts.intra_op_threads > 0 ? opts.intra_op_threads : static_cast<int>(cfg.train.threads);
+  if (threads > 0) at::set_num_threads(threads);
+  model::ModelOptions mo = cfg.model.options(/*rollout=*/false);
+  mo.ep_group = ep_group;
+  tok = make_job_tokenizer(cfg);
+  if (cfg.model.init == "random") {
+    io::HfConfig arch = cfg.model.arch;
+    arch.vocab_size = tok->vocab_size();
+    arch.bos_token_id = tok->bos_id();
+    arch.eos_token_id = tok->eos_id();
+    arch.pad_token_id = tok->pad_id();
+    arch.validate("[model]");
+    policy = std::make_unique<model::Model>(model::init_random(arch, cfg.model.seed, mo));
+  } else {
+    policy = std::make_unique<model::Model>(model::load_model(cfg.model.init, mo));
+  }
+  const std::string uri = job_store_uri(cfg, opts.run_dir);
+  store = store::open_store(uri);
+  trainer = std::make_unique<train::PolicyTrainer>(*policy, nullptr, cfg.train.trainer, tok->pad_id());
+  trainer->set_data_parallel(dp);
+  if (opts.resume) resume();
+  if (lead()) {
+    metrics = std::make_unique<metrics::JsonlWriter>(
+        path("metrics.jsonl"), resumed ? metrics::JsonlMode::kAppend : metrics::JsonlMode::kTruncate);
+  }
+  MOERL_LOG(INFO) << "train: " << policy->num_parameters() << " parameters, task " << cfg.task->name() << ", store "
+                  << uri << (resumed ? ", resumed at RL step " + std::to_string(state.rl_step) : "");
+}
+
+void RunContext::resume() {
+  std::optional<train::LoadedCheckpoint> loaded =
+      dp ? train::load_ep_checkpoint(*store, kCheckpointRoot, path("resume-rank" + std::to_string(rank)), *dp)
+         : train::load_latest_checkpoint(*store, kCheckpointRoot, path("resume"));
+  if (loaded) {
+    train::restore(*loaded, *policy, *trainer);
+    state = loaded->state;
+    resumed = true;
+    return;
+  }
+  // No usable commit. A manifest that exists but cannot be read is an unreadable checkpoint,
+  // not a fresh start: open it to raise the reader's error.
+  const std::string suffix = std::string("/") + store::kManifestName;
+  for (const auto& obj : store->list(std::string(kCheckpointRoot) + "/")) {
+    if (obj.key.size() > suffix.size() && obj.key.ends_with(suffix)) {
+      store::CommitReader::open(*store, obj.key.substr(0, obj.key.size() - suffix.size()));
+    }
+  }
+}
+
+std::string RunContext::path(const std::string& name) const { return (fs::path(opts.run_dir) / name).string(); }
+
+ProgressOptions RunContext::progress_options(int64_t initial_step) const {
+  ProgressOptions o;
+  o.style = lead() ? ProgressStyle::kAuto : ProgressStyle::kOff;  // one display: rank 0's
+  o.initial_step = initial_step;
+  o.unit = "step";
+  return o;
+}
+
+std::function<bool(bool)> RunContext::lockstep() const { return dp ? dp->all_done_fn() : nullptr; }
+
+std::string RunContext::checkpoint() {
+  const int64_t keep = cfg.train.keep_checkpoints;
+  std::string prefix =
+      dp ? train::save_ep_checkpoint(*store, kCheckpointRoot, state, *policy, *tok, *trainer, keep, *dp)
+         : train::save_checkpoint(*store, kCheckpointRoot, state, *policy, *tok, *trainer, keep);
+  MOERL_LOG(INFO) << "checkpoint: committed " << prefix;
+  return prefix;
+}
+
+rollout::EvalResult RunContext::eval(const char* label) {
+  rollout::EvalConfig ec{.num_prompts = cfg.train.eval_prompts,
+                         .max_new_tokens = cfg.rollout.gen.max_new_tokens,
+                         .shard = rank,
+                         .num_shards = world,
+                         .all_done = lockstep()};
+  rollout::EvalResult e = rollout::evaluate(*policy, *tok, *cfg.task, *cfg.reward, ec);
+  if (dp) {  // every rank scored its shard: sum, then the means over all prompts
+    const double n = static_cast<double>(e.num_prompts);
+    std::vector<double> s = dp->sum({e.mean_reward * n, e.exact_fraction * n, n, e.seconds});
+    e.num_prompts = static_cast<int64_t>(s[2]);
+    e.mean_reward = s[0] / std::max(1.0, s[2]);
+    e.exact_fraction = s[1] / std::max(1.0, s[2]);
+    e.seconds = s[3] / world;
+  }
+  MOERL_LOG(INFO) << "eval " << label << ": mean reward " << e.mean_reward << ", exact " << e.exact_fraction
+                  << " over " << e.num_prompts << " held-out prompts (" << e.seconds << " s)";
+  return e;
+}
+
+void RunContext::anchor_reference() {
+  if (cfg.loss.kl_coef <= 0) return;
+  // Frozen reference = the policy as RL starts (the SFT result; a resumed run re-anchors on
+  // its restored policy: the origin is not kept).
+  model::Params copy;
+  for (const auto& [name, p] : policy->params()) copy[name] = p.detach().clone();
+  model::ModelOptions mo = cfg.model.options(/*rollout=*/false);
+  mo.ep_group = ep_group;  // the same experts as this rank's policy shard
+  reference = std::make_unique<model::Model>(policy->config(), std::move(copy), mo);
+  trainer = std::make_unique<train::PolicyTrainer>(*policy, reference.get(), cfg.train.trainer, tok->pad_id());
+  trainer->set_data_parallel(dp);
+}
+
+int64_t RunContext::num_parameters() {
+  int64_t n = policy->num_parameters();
+  if (!dp) return n;
+  double experts = 0;  // dense once, every rank's experts
+  for (const auto& [name, p] : policy->params()) {
+    if (train::is_expert_param(name)) experts += static_cast<double>(p.numel());
+  }
+  return n + static_cast<int64_t>(dp->sum({experts})[0] - experts);
+}
+
+void RunContext::save_final_model(const std::string& dir) {
+  if (dp) {
+    train::save_sharded_model(dir, *policy, *tok, *dp);
+  } else {
+    policy->save(dir);
+    tok->save(dir);
+  }
+  if (cfg.loss.uses_critic() && lead()) {  // a PPO run's final model doubles as a reward model
+    io::save_tensors((fs::path(dir) / train::kValueHeadFile).string(), trainer->value_head());
+  }
+}
+
+}  // namespace moerl::job

@@ -1,0 +1,98 @@
+// RunContext: what the trainer process of a job holds, built once by its constructor: the
+// tokenizer, the policy and its PolicyTrainer, the object store, the EP group and the
+// data-parallel group of an expert-parallel run (ep.size > 1, under `moerl launch`), the
+// trainer state restored from the newest checkpoint, and rank 0's metrics writer. The trainer
+// loop (job/trainer_loop.h) and both experience sources (inline = sync, queue = async) work
+// over one context, so setup and resume rules are written once.
+//
+//   RunContext ctx(cfg, {.run_dir = "runs/demo"});   // joins EP ranks, resumes if it can
+//   ctx.checkpoint();                                // commits ctx.state, weights, optimizer
+//   rollout::EvalResult e = ctx.eval("final");       // summed over EP ranks
+// Not thread-safe; one per process. Failures: moerl::Error; a checkpoint manifest that exists
+// but cannot be read is an error, never a silent fresh start.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/jsonl.h"
+#include "base/progress.h"
+#include "ep/ep.h"
+#include "job/job_config.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "rollout/evaluate.h"
+#include "store/object_store.h"
+#include "train/checkpoint.h"
+#include "train/dp_sync.h"
+#include "train/policy_trainer.h"
+
+namespace moerl::job {
+
+struct JobOptions {
+  std::string run_dir = "runs/latest";
+  bool resume = true;  // resume from the newest checkpoint in the store if there is one
+  bool plot = true;    // write plot.png at the end
+  // Stop (after a checkpoint) once this many RL steps are done, as a preemption would;
+  // the next run in the same dir resumes. 0 = run to train.steps.
+  int64_t stop_after_rl_steps = 0;
+  // Intra-op threads of the trainer; 0 = train.threads (the local async launcher sets 1 so
+  // the trainer and its worker threads do not fight over one pool).
+  int intra_op_threads = 0;
+};
+
+inline constexpr const char* kCheckpointRoot = "ckpt";
+
+// The tokenizer the job uses ([model] init: "random" -> character tokenizer, else the
+// directory's tokenizer).
+std::unique_ptr<model::Tokenizer> make_job_tokenizer(const JobConfig& cfg);
+// [store] uri, or <run_dir>/store.
+std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir);
+
+class RunContext {
+ public:
+  RunContext(const JobConfig& cfg, JobOptions options);
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+
+  bool lead() const { return rank == 0; }  // rank 0 writes the run dir's files
+  std::string path(const std::string& name) const;  // <run_dir>/name
+  ProgressOptions progress_options(int64_t initial_step) const;
+  // EP lockstep for generation (model::GenerateConfig::all_done); null on one rank.
+  std::function<bool(bool)> lockstep() const;
+
+  // Commits the state, weights and optimizer (every rank's shard under EP). Returns the prefix.
+  std::string checkpoint();
+  // Held-out evaluation over train.eval_prompts, each EP rank scoring its shard.
+  rollout::EvalResult eval(const char* label);
+  // kl_coef > 0: freezes a copy of the policy as it is now as the KL reference.
+  void anchor_reference();
+  // Parameters of the whole model (dense once, every EP rank's experts). Collective.
+  int64_t num_parameters();
+  // The policy (and a PPO run's value head) in HF layout, loadable by other tools. Collective.
+  void save_final_model(const std::string& dir);
+
+  const JobConfig& cfg;
+  const JobOptions opts;
+  std::unique_ptr<model::Tokenizer> tok;
+  std::unique_ptr<model::Model> policy;
+  std::unique_ptr<model::Model> reference;  // frozen KL reference (kl_coef > 0), from RL start
+  std::unique_ptr<store::ObjectStore> store;
+  std::unique_ptr<train::PolicyTrainer> trainer;
+  std::unique_ptr<metrics::JsonlWriter> metrics;  // rank 0 only
+  // Expert parallelism: the EP group the MoE blocks use and the data-parallel group of the
+  // dense replicas. Null on one rank.
+  std::shared_ptr<ep::Group> ep_group;
+  std::shared_ptr<train::DataParallel> dp;
+  int rank = 0, world = 1;
+  train::TrainerState state;
+  bool resumed = false;
+
+ private:
+  void resume();
+};
+
+}  // namespace moerl::job
