@@ -197,24 +197,5 @@ TEST_F(ControllerRedisTest, RestartResumesWithoutDuplicatesOrLoss) {
       << "only tasks past the first life's cursor are new after the restart";
 }
 
-TEST(Controller, EnqueueFromIsIdempotent) {
-  InProcessTaskQueue q;
-  EXPECT_TRUE(q.enqueue_from(task_at(0, 0), 1, soon()));
-  EXPECT_FALSE(q.enqueue_from(task_at(0, 0), 1, soon()));
-  EXPECT_TRUE(q.enqueue_from(task_at(1, 0), 2, soon()));
-  EXPECT_EQ(q.producer_cursor(soon()), 2u);
-  EXPECT_EQ(q.depth(soon()).ready, 2);
-}
-
-TEST_F(ControllerRedisTest, EnqueueFromIsIdempotentOnRedis) {
-  RedisTaskQueue q(parse_redis_url(url_), "idem");
-  EXPECT_EQ(q.producer_cursor(soon()), 0u);
-  EXPECT_TRUE(q.enqueue_from(task_at(0, 0), 1, soon()));
-  EXPECT_FALSE(q.enqueue_from(task_at(0, 0), 1, soon()));
-  EXPECT_TRUE(q.enqueue_from(task_at(1, 0), 2, soon()));
-  EXPECT_EQ(q.producer_cursor(soon()), 2u);
-  EXPECT_EQ(q.depth(soon()).ready, 2);
-}
-
 }  // namespace
 }  // namespace moerl::runtime

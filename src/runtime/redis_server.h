@@ -1,6 +1,6 @@
-// Starts and stops a local redis-server on 127.0.0.1 for tests and single-machine runs
-// (`moerl train --mode async` with a Redis queue): AOF on with `appendfsync always`, data in
-// a directory the caller owns, log in <dir>/redis.log.
+// Test support (library moerl_runtime_testing, linked by test binaries only; no shipped
+// command starts Redis): starts and stops a local redis-server on 127.0.0.1, AOF on with
+// `appendfsync always`, data in a directory the caller owns, log in <dir>/redis.log.
 //
 //   RedisServer server = RedisServer::start("/tmp/job/redis", Deadline::after_seconds(10));
 //   std::string url = server.url();             // "redis://127.0.0.1:<port>/0"

@@ -43,9 +43,16 @@ struct Reply {
   static Reply respond(int status, std::string body, std::vector<std::pair<std::string, std::string>> headers = {});
   static Reply slow_down();       // 503 <Error><Code>SlowDown</Code>...
   static Reply internal_error();  // 500 InternalError
-  static Reply close_mid_request() { return {Kind::kCloseMidRequest}; }
-  static Reply forward_then_drop() { return {Kind::kForwardThenDrop}; }
-  static Reply forward_truncated() { return {Kind::kForwardTruncated}; }
+  static Reply close_mid_request() { return of(Kind::kCloseMidRequest); }
+  static Reply forward_then_drop() { return of(Kind::kForwardThenDrop); }
+  static Reply forward_truncated() { return of(Kind::kForwardTruncated); }
+
+ private:
+  static Reply of(Kind kind) {
+    Reply r;
+    r.kind = kind;
+    return r;
+  }
 };
 
 class LoopbackHttp {

@@ -1,6 +1,6 @@
 // Test helpers for the store tests: a temp directory removed at scope exit, random
-// (non-zero-seeded) payloads, whole-file read/write, and the ObjectStore contract every
-// backend must pass (run_store_contract). Test-only; not part of moerl_store.
+// (non-zero-seeded) payloads, whole-file read/write. The ObjectStore contract every backend
+// must pass is the suite in store_contract.h. Test-only (moerl_store_testing).
 #pragma once
 
 #include <cstdint>
@@ -26,9 +26,5 @@ void write_file(const std::string& path, const std::string& data);
 std::string read_file(const std::string& path);
 // Writes n random bytes to path without holding them all in memory; returns their sha256.
 std::string write_random_file(const std::string& path, uint64_t n, uint64_t seed);
-
-// The behaviour every ObjectStore must have (uses gtest EXPECT/ASSERT). `big` sizes the
-// put_file/get_file round trip.
-void run_store_contract(ObjectStore& s, const TempDir& tmp, uint64_t big = 3u << 20);
 
 }  // namespace moerl::store::testing
