@@ -1,16 +1,19 @@
-// EP MoE block vs the single-rank block: a small MoE (router top-k + per-expert SwiGLU,
-// test_moe.h) run expert-sharded on 2 ranks through dispatch_autograd/combine_autograd
-// must match the one-rank computation on all tokens, forward and backward, within 1e-5.
+// EP MoE block vs the single-rank block, a conformance contract (conformance.h): a small
+// MoE (router top-k + per-expert SwiGLU, test_moe.h) run expert-sharded through
+// dispatch_autograd/combine_autograd on every CPU backend must match the one-rank
+// computation on all tokens, forward and backward, within 1e-5.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "ep/autograd.h"
+#include "ep/conformance.h"
 #include "ep/ep.h"
 #include "ep/test_moe.h"
-#include "ep/test_ranks.h"
 
 namespace moerl::ep {
 namespace {
+
+using testing::EpConformance;
 
 constexpr int64_t kH = 16, kF = 24, kE = 8, kK = 2;
 
@@ -84,14 +87,8 @@ void check_equivalence(Backend backend, Mode mode) {
   EXPECT_GT(g_ep[1].abs().sum().item<double>(), 0) << "router got no gradient";
 }
 
-MOERL_EP_SCENARIO(moe_equivalence) {
-  check_equivalence(Backend::kFabric, Mode::kNormal);
-  check_equivalence(Backend::kFabric, Mode::kLowLatency);
-  check_equivalence(Backend::kAllToAll, Mode::kNormal);
-}
-
-TEST(EpMoeBlock, TwoRanksMatchOneRank) {
-  EXPECT_EQ(testing::run_ranks("moe_equivalence", 2, {{"FI_PROVIDER", "shm"}}), std::vector<int>(2, 0));
+EP_CONTRACT(MoeBlockMatchesOneRank) {
+  for (Mode mode : testing::modes(backend)) check_equivalence(backend, mode);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // cuda_ipc Group: a barrier, pack rows into peers' mapped regions, publish counts and
 // metadata through the store, wait for every peer's "written" flag, then place rows.
+// Input checks, the host routing plan and the Dispatched result are RoutedGroup's
+// (ep/torch/routed.h); regions are sized by ep/buffer_layout.h (metadata separate).
 #include "ep/cuda/cuda_ipc_group.h"
 
 #include <c10/cuda/CUDAStream.h>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "ep/buffer_layout.h"
 #include "ep/cuda/kernels.h"
 #include "ep/cuda/ops.h"
 #include "ep/torch/routed.h"
@@ -34,15 +37,16 @@ std::vector<uint8_t> to_bytes(const void* p, size_t n) {
   return std::vector<uint8_t>(b, b + n);
 }
 
-class CudaIpcGroup final : public Group {
+class CudaIpcGroup final : public detail::RoutedGroup {
  public:
   CudaIpcGroup(const Config& cfg, int64_t num_experts, detail::World w)
-      : cfg_(cfg), num_experts_(num_experts), rank_(w.rank), num_ranks_(w.world_size), store_(w.store) {
-    max_rows_ = cfg.max_tokens_per_rank * (cfg.mode == Mode::kLowLatency ? cfg.max_topk : 1);
-    max_row_bytes_ = cfg.hidden * 4;
-    region_bytes_ = static_cast<size_t>(max_rows_) * max_row_bytes_;
+      : RoutedGroup("cuda_ipc", cfg, num_experts, w.rank, w.world_size,
+                    BufferLayout::make(cfg, num_experts, w.world_size, BufferLayout::Meta::kSeparate)),
+        store_(w.store),
+        max_rows_(buffers_->max_rows),
+        region_bytes_(buffers_->region_bytes) {
     cuda_check(cudaGetDevice(&device_), rank_, "cudaGetDevice");
-    cuda_check(cudaMalloc(&base_, 2 * num_ranks_ * region_bytes_), rank_, "cudaMalloc of the receive buffers");
+    cuda_check(cudaMalloc(&base_, buffers_->total_bytes), rank_, "cudaMalloc of the receive buffers");
     cudaIpcMemHandle_t h;
     cuda_check(cudaIpcGetMemHandle(&h, base_), rank_, "cudaIpcGetMemHandle");
     store_->set("handle/" + std::to_string(rank_), to_bytes(&h, sizeof(h)));
@@ -71,37 +75,23 @@ class CudaIpcGroup final : public Group {
     if (base_) cudaFree(base_);
   }
 
-  int rank() const override { return rank_; }
-  int world_size() const override { return num_ranks_; }
-  int64_t num_experts() const override { return num_experts_; }
-
   Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
     detail::check_num_experts(num_experts, num_experts_);
     if (topk_idx_TK.is_cuda()) return cuda::compute_layout(topk_idx_TK, num_experts, num_ranks_);
     return detail::compute_layout(topk_idx_TK, num_experts, num_ranks_);
   }
 
-  Dispatched dispatch(const at::Tensor& x_TH, const at::Tensor& topk_idx_TK, const at::Tensor& topk_weights_TK,
-                      const Layout& layout, const Handle* cached) override {
-    need_cuda(x_TH, "x");
-    at::Tensor x = x_TH.contiguous();
-    std::shared_ptr<RoutedState> st;
-    if (cached) {
-      st = detail::state_of(*cached);
-      if (x.dim() != 2 || x.size(0) != st->num_tokens) {
-        throw Error("ep cuda_ipc: cached dispatch got x with a different token count than the handle",
-                    "a cached handle only fits inputs with the same tokens as the dispatch that made it");
-      }
-    } else {
-      auto in = detail::check_dispatch_inputs(x, topk_idx_TK.cpu(), topk_weights_TK.cpu(), num_experts_);
-      check_bounds(in.topk_idx_TK.size(0), in.topk_idx_TK.size(1));
-      detail::compute_layout(in.topk_idx_TK, num_experts_, num_ranks_);  // validates ids
-      st = detail::plan_routing(in.topk_idx_TK, in.topk_weights_TK, num_experts_, num_ranks_, cfg_.mode);
-      st->row_token = st->row_token.to(x.device());
-    }
+ protected:
+  // The host plan (ids copied to the host), with the send order on the device for packing.
+  std::shared_ptr<RoutedState> plan(const detail::DispatchInputs& in, const Layout& layout) override {
+    std::shared_ptr<RoutedState> st = RoutedGroup::plan(in, layout);
+    st->row_token = st->row_token.to(in.x_TH.device());
+    return st;
+  }
+
+  at::Tensor dispatch_rows(const at::Tensor& x, const std::shared_ptr<RoutedState>& st, Meta meta) override {
+    const bool cached = meta == Meta::kReuse;
     const int64_t H = x.size(1), row_bytes = H * x.element_size();
-    check_row_bytes(row_bytes);
-    detail::payload_dtype(x, "x");
     const auto& rt = st->routing;
     const int64_t K = rt.topk, El = rt.experts_per_rank;
     const std::string seq = std::to_string(++seq_);
@@ -148,6 +138,8 @@ class CudaIpcGroup final : public Group {
         mw[s] = reinterpret_cast<const float*>(msgs[s].data() + nc * 8 + n * K * 4);
       }
       detail::set_recv_meta(*st, mi, mw);
+      st->recv_topk_idx_NK = st->recv_topk_idx_NK.to(x.device());
+      st->recv_topk_weights_NK = st->recv_topk_weights_NK.to(x.device());
       if (st->recv_pos_t.defined()) st->recv_pos_t = st->recv_pos_t.to(x.device());
       build_combine_pos(st, x.device());
     }
@@ -166,31 +158,23 @@ class CudaIpcGroup final : public Group {
         cuda::unpack_rows(rows, st->recv_pos_t.narrow(0, first, n), recv);
       }
     }
-    Dispatched dd = detail::make_dispatched(st, recv);
-    dd.recv_topk_idx_NK = dd.recv_topk_idx_NK.to(x.device());
-    dd.recv_topk_weights_NK = dd.recv_topk_weights_NK.to(x.device());
-    return dd;
+    return recv;
   }
 
-  at::Tensor combine(const at::Tensor& y_NH, const Handle& handle) override {
-    auto st = detail::state_of(handle);
-    need_cuda(y_NH, "y");
-    at::Tensor y = detail::check_combine_input(y_NH, st->num_recv);
-    detail::payload_dtype(y, "combine input y");
+  at::Tensor combine_rows(const at::Tensor& y, const RoutedState& st) override {
     const int64_t H = y.size(1), row_bytes = H * y.element_size();
-    check_row_bytes(row_bytes);
     const std::string seq = std::to_string(++seq_);
     enter(seq);
     for (int s = 0; s < num_ranks_; ++s) {
-      const int64_t n = st->recv_counts[s], first = st->recv_offsets[s];
+      const int64_t n = st.recv_counts[s], first = st.recv_offsets[s];
       if (n == 0) continue;
       uint8_t* dst = static_cast<uint8_t*>(peers_[s]) + region(1, rank_, row_bytes);
-      if (st->identity_order()) {
+      if (st.identity_order()) {
         cuda_check(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(y.data_ptr()) + first * row_bytes, n * row_bytes,
                                    cudaMemcpyDeviceToDevice, stream()),
                    rank_, "combine write to rank " + std::to_string(s));
       } else {
-        cuda_check(gather_rows(y, row_bytes, st->recv_pos_t.narrow(0, first, n), n, dst), rank_,
+        cuda_check(gather_rows(y, row_bytes, st.recv_pos_t.narrow(0, first, n), n, dst), rank_,
                    "combine pack to rank " + std::to_string(s));
       }
     }
@@ -200,17 +184,18 @@ class CudaIpcGroup final : public Group {
     at::Tensor all = at::from_blob(static_cast<uint8_t*>(base_) + region(1, 0, row_bytes),
                                    {num_ranks_ * slot_rows, H}, y.options());
     // pos holds d * max_rows + j; rows of slot d start at d * slot_rows here.
-    at::Tensor code = combine_pos(*st);
+    at::Tensor code = combine_pos(st);
     at::Tensor pos = at::where(code.ge(0), at::div(code, max_rows_, "floor") * slot_rows + code.remainder(max_rows_), code);
     return cuda::weighted_combine(all, pos, at::Tensor());
   }
 
- private:
-  static void need_cuda(const at::Tensor& t, const char* what) {
+  void check_device(const at::Tensor& t, const char* what) const override {
     if (!t.defined() || !t.is_cuda()) {
       throw Error(std::string("ep cuda_ipc: ") + what + " must be a CUDA tensor", "move activations to the GPU");
     }
   }
+
+ private:
   static cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
   // Packs src[rows] straight into (peer) memory dst.
   cudaError_t gather_rows(const at::Tensor& src, int64_t row_bytes, const at::Tensor& rows, int64_t n, void* dst) {
@@ -281,29 +266,10 @@ class CudaIpcGroup final : public Group {
     throw Error("ep cuda_ipc rank " + std::to_string(rank_) + ": combine got a handle this group did not make",
                 "pass the handle of this group's dispatch");
   }
-  void check_bounds(int64_t T, int64_t K) const {
-    if (T > cfg_.max_tokens_per_rank || K > cfg_.max_topk) {
-      throw Error("ep cuda_ipc: dispatch of T=" + std::to_string(T) + ", K=" + std::to_string(K) +
-                      " exceeds max_tokens_per_rank=" + std::to_string(cfg_.max_tokens_per_rank) +
-                      ", max_topk=" + std::to_string(cfg_.max_topk),
-                  "raise max_tokens_per_rank / max_topk in the [ep] config, or dispatch in chunks");
-    }
-  }
-  void check_row_bytes(int64_t row_bytes) const {
-    if (row_bytes > max_row_bytes_) {
-      throw Error("ep cuda_ipc: rows of " + std::to_string(row_bytes) + " bytes exceed hidden=" +
-                      std::to_string(cfg_.hidden) + " float32 the buffers were sized for",
-                  "raise hidden in the [ep] config to the model's hidden size");
-    }
-  }
-
-  Config cfg_;
-  int64_t num_experts_;
-  int rank_, num_ranks_;
   c10::intrusive_ptr<c10d::Store> store_;
+  const int64_t max_rows_;     // buffers_->max_rows: the stride of combine_pos codes
+  const size_t region_bytes_;  // buffers_->region_bytes
   int device_ = 0;
-  int64_t max_rows_ = 0, max_row_bytes_ = 0;
-  size_t region_bytes_ = 0;
   void* base_ = nullptr;
   std::vector<void*> peers_;
   uint64_t seq_ = 0;

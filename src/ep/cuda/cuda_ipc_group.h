@@ -11,7 +11,8 @@
 //
 // Both modes (normal, low_latency) keep ep.h's received-row order. Thread-safety: one thread
 // per Group. Failures (peer gone, timeout, oversize input) throw moerl::Error naming the
-// rank and what was missing. Buffers: 2 * R * max_rows * hidden * 4 bytes of device memory.
+// rank and what was missing. Buffers: 2 * R regions of max_rows rows of hidden float32
+// (ep/buffer_layout.h; max_rows = max_tokens_per_rank, times min(max_topk, E/R) in low_latency).
 #pragma once
 
 #include <memory>

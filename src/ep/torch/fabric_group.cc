@@ -1,16 +1,17 @@
 // The fabric Group: dispatch/combine over libfabric tagged messages. Each rank owns one
 // buffer (allocated and registered once): R send regions then R receive regions, each
-// sized for the largest message (max_tokens_per_rank rows of `hidden` float32 plus
-// metadata). Per operation every rank posts one receive per peer into that peer's region
-// (tagged by sequence number and source), packs one message per destination straight into
-// its send region, and counts completions per peer. Row counts travel in the message
+// sized for the largest message (ep/buffer_layout.h, metadata inline). Per operation
+// every rank posts one receive per peer into that peer's region (tagged by sequence
+// number and source), packs one message per destination straight into its send region,
+// and counts completions per peer. Input checks, the routing plan and the Dispatched
+// result are RoutedGroup's (ep/torch/routed.h); this file is the transport. Row counts travel in the message
 // header, so no separate size negotiation is needed (receive regions are sized to max).
-#include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
 #include "base/env.h"
 #include "base/error.h"
+#include "ep/buffer_layout.h"
 #include "ep/ep.h"
 #include "ep/kernels/rows.h"
 #include "ep/torch/fabric_group.h"
@@ -25,22 +26,17 @@ namespace {
 
 using detail::RoutedState;
 
-class FabricGroup final : public Group {
+class FabricGroup final : public detail::RoutedGroup {
  public:
   FabricGroup(const Config& cfg, int64_t num_experts, const detail::World& world)
-      : cfg_(cfg), num_experts_(num_experts), rank_(world.rank), num_ranks_(world.world_size) {
-    const int64_t El = num_experts / num_ranks_;
-    const int64_t K = cfg.max_topk;
-    max_rows_ = cfg.mode == Mode::kNormal ? cfg.max_tokens_per_rank
-                                          : cfg.max_tokens_per_rank * std::min<int64_t>(K, El);
-    max_row_bytes_ = std::max<int64_t>(cfg.hidden * 4, K * 4);
-    region_bytes_ = wire::rows_offset(El) + static_cast<size_t>(max_rows_) * (max_row_bytes_ + K * 8);
-    region_bytes_ = (region_bytes_ + 4095) & ~size_t(4095);
+      : RoutedGroup("fabric", cfg, num_experts, world.rank, world.world_size,
+                    BufferLayout::make(cfg, num_experts, world.world_size, BufferLayout::Meta::kInline)),
+        region_bytes_(buffers_->region_bytes) {
     FabricEndpoint::Options o;
     o.provider = cfg.provider.empty() ? env::get_or("FI_PROVIDER", "shm") : cfg.provider;
     o.rank = rank_;
     o.world_size = num_ranks_;
-    o.buffer_bytes = 2 * num_ranks_ * region_bytes_;
+    o.buffer_bytes = buffers_->total_bytes;
     o.timeout_s = cfg.timeout_s;
     auto store = world.store;
     const int R = num_ranks_;
@@ -55,41 +51,14 @@ class FabricGroup final : public Group {
     });
   }
 
-  int rank() const override { return rank_; }
-  int world_size() const override { return num_ranks_; }
-  int64_t num_experts() const override { return num_experts_; }
-
-  Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
-    detail::check_num_experts(num_experts, num_experts_);
-    return detail::compute_layout(topk_idx_TK, num_experts, num_ranks_);
-  }
-
-  Dispatched dispatch(const at::Tensor& x_TH, const at::Tensor& topk_idx_TK, const at::Tensor& topk_weights_TK,
-                      const Layout& layout, const Handle* cached) override {
-    std::shared_ptr<RoutedState> st;
-    at::Tensor x;
-    if (cached) {
-      st = detail::state_of(*cached);
-      x = x_TH.contiguous();
-      if (x.dim() != 2 || x.size(0) != st->num_tokens) {
-        throw Error("ep: cached dispatch got x with " + std::to_string(x.dim() == 2 ? x.size(0) : -1) +
-                        " rows, expected T=" + std::to_string(st->num_tokens) + " as in the handle",
-                    "a cached handle only fits inputs with the same tokens as the dispatch that made it");
-      }
-    } else {
-      auto in = detail::check_dispatch_inputs(x_TH, topk_idx_TK, topk_weights_TK, num_experts_);
-      check_bounds(in.topk_idx_TK.size(0), in.topk_idx_TK.size(1));
-      detail::compute_layout(in.topk_idx_TK, num_experts_, num_ranks_);  // validates ids
-      st = detail::plan_routing(in.topk_idx_TK, in.topk_weights_TK, num_experts_, num_ranks_, cfg_.mode);
-      x = in.x_TH;
-    }
+ protected:
+  at::Tensor dispatch_rows(const at::Tensor& x, const std::shared_ptr<RoutedState>& st, Meta meta) override {
     const auto dtype = detail::payload_dtype(x, "x");
     const int64_t H = x.size(1);
     const int64_t row_bytes = H * kernels::dtype_size(dtype);
-    check_row_bytes(row_bytes, "x");
     const auto& rt = st->routing;
     const int64_t El = rt.experts_per_rank, K = rt.topk;
-    const bool with_meta = cached == nullptr;
+    const bool with_meta = meta == Meta::kExchange;
     const uint32_t seq = static_cast<uint32_t>(++seq_);
     const int64_t num_counts = cfg_.mode == Mode::kNormal ? 1 : El;
     const size_t rows_at = wire::rows_offset(num_counts);
@@ -180,17 +149,14 @@ class FabricGroup final : public Group {
       meta_w[s] = reinterpret_cast<const float*>(rows + n * row_bytes + n * K * 4);
     }
     if (with_meta) detail::set_recv_meta(*st, meta_idx, meta_w);
-    return detail::make_dispatched(st, recv);
+    return recv;
   }
 
-  at::Tensor combine(const at::Tensor& y_NH, const Handle& handle) override {
-    auto st = detail::state_of(handle);
-    at::Tensor y = detail::check_combine_input(y_NH, st->num_recv);
+  at::Tensor combine_rows(const at::Tensor& y, const RoutedState& st) override {
     const auto dtype = detail::payload_dtype(y, "combine input y");
     const int64_t H = y.size(1);
     const int64_t row_bytes = H * kernels::dtype_size(dtype);
-    check_row_bytes(row_bytes, "combine input y");
-    const auto& rt = st->routing;
+    const auto& rt = st.routing;
     const uint32_t seq = static_cast<uint32_t>(++seq_);
     const size_t rows_at = wire::rows_offset(0);
     const auto* ybytes = static_cast<const uint8_t*>(y.data_ptr());
@@ -201,16 +167,16 @@ class FabricGroup final : public Group {
     for (int i = 1; i < num_ranks_; ++i) {
       const int s = (rank_ + i) % num_ranks_;
       uint8_t* msg = ep_->buffer() + send_offset(s);
-      const int64_t n = st->recv_counts[s], first = st->recv_offsets[s];
+      const int64_t n = st.recv_counts[s], first = st.recv_offsets[s];
       write_header(msg, wire::Kind::kCombine, seq, n, row_bytes, 0, 0);
-      if (st->identity_order() && ep_->sends_from_user_memory()) {
+      if (st.identity_order() && ep_->sends_from_user_memory()) {
         // Rows for source s are one contiguous block of y: send them in place.
         ep_->post_send(s, msg, rows_at, tag(seq, rank_), ybytes + first * row_bytes, n * row_bytes);
       } else {
-        if (st->identity_order()) {
+        if (st.identity_order()) {
           std::memcpy(msg + rows_at, ybytes + first * row_bytes, n * row_bytes);
         } else {
-          kernels::gather_rows(ybytes, row_bytes, st->recv_pos.data() + first, n, msg + rows_at);
+          kernels::gather_rows(ybytes, row_bytes, st.recv_pos.data() + first, n, msg + rows_at);
         }
         ep_->post_send(s, msg, rows_at + n * row_bytes, tag(seq, rank_));
       }
@@ -222,7 +188,7 @@ class FabricGroup final : public Group {
     // d's block holding token t's partial sum (-1: none), then one pass writes each output
     // row once (kernels::combine_rows). Low-latency rows repeat tokens: accumulate below.
     if (cfg_.mode == Mode::kNormal) {
-      const int64_t T = st->num_tokens;
+      const int64_t T = st.num_tokens;
       std::vector<int64_t> row_of(static_cast<size_t>(num_ranks_ * T), -1);
       std::vector<const void*> sources(num_ranks_);
       bool counts_ok = true;
@@ -231,9 +197,9 @@ class FabricGroup final : public Group {
         const int64_t* tokens = rt.row_token.data() + rt.dest_offsets[d];
         int64_t* row = row_of.data() + d * T;
         if (d == rank_) {  // own rows stay in y: row i of this block is y row recv_pos[first + i]
-          const int64_t first = st->recv_offsets[d];
+          const int64_t first = st.recv_offsets[d];
           sources[d] = ybytes;
-          for (int64_t i = 0; i < n; ++i) row[tokens[i]] = st->identity_order() ? first + i : st->recv_pos[first + i];
+          for (int64_t i = 0; i < n; ++i) row[tokens[i]] = st.identity_order() ? first + i : st.recv_pos[first + i];
           continue;
         }
         const uint8_t* msg = ep_->buffer() + recv_offset(d);
@@ -249,7 +215,7 @@ class FabricGroup final : public Group {
         return out;
       }
     }
-    at::Tensor acc = at::zeros({st->num_tokens, H}, at::kFloat);
+    at::Tensor acc = at::zeros({st.num_tokens, H}, at::kFloat);
     float* a = acc.data_ptr<float>();
     std::vector<uint8_t> own;
     for (int d = 0; d < num_ranks_; ++d) {
@@ -257,12 +223,12 @@ class FabricGroup final : public Group {
       const int64_t* tokens = rt.row_token.data() + rt.dest_offsets[d];
       const uint8_t* rows;
       if (d == rank_) {
-        const int64_t first = st->recv_offsets[d];
-        if (st->identity_order()) {
+        const int64_t first = st.recv_offsets[d];
+        if (st.identity_order()) {
           rows = ybytes + first * row_bytes;
         } else {
           own.resize(n * row_bytes);
-          kernels::gather_rows(ybytes, row_bytes, st->recv_pos.data() + first, n, own.data());
+          kernels::gather_rows(ybytes, row_bytes, st.recv_pos.data() + first, n, own.data());
           rows = own.data();
         }
       } else {
@@ -279,7 +245,7 @@ class FabricGroup final : public Group {
       kernels::accumulate_rows(rows, dtype, H, tokens, n, a);
     }
     if (dtype == kernels::DType::kFloat32) return acc;
-    at::Tensor out = at::empty({st->num_tokens, H}, y.options());
+    at::Tensor out = at::empty({st.num_tokens, H}, y.options());
     kernels::convert_from_float(a, acc.numel(), dtype, out.data_ptr());
     return out;
   }
@@ -329,27 +295,7 @@ class FabricGroup final : public Group {
     }
   }
 
-  void check_bounds(int64_t T, int64_t K) const {
-    if (T > cfg_.max_tokens_per_rank || K > cfg_.max_topk) {
-      throw Error("ep fabric: dispatch of T=" + std::to_string(T) + " tokens, K=" + std::to_string(K) +
-                      " exceeds the buffers sized for max_tokens_per_rank=" + std::to_string(cfg_.max_tokens_per_rank) +
-                      ", max_topk=" + std::to_string(cfg_.max_topk),
-                  "raise max_tokens_per_rank / max_topk in the [ep] config, or dispatch in chunks");
-    }
-  }
-  void check_row_bytes(int64_t row_bytes, const char* what) const {
-    if (row_bytes > max_row_bytes_) {
-      throw Error(std::string("ep fabric: ") + what + " rows are " + std::to_string(row_bytes) +
-                      " bytes, above the buffers sized for hidden=" + std::to_string(cfg_.hidden) + " float32",
-                  "raise hidden in the [ep] config to the model's hidden size");
-    }
-  }
-
-  Config cfg_;
-  int64_t num_experts_;
-  int rank_, num_ranks_;
-  int64_t max_rows_ = 0, max_row_bytes_ = 0;
-  size_t region_bytes_ = 0;
+  const size_t region_bytes_;  // one region of buffers_, immutable after construction
   uint64_t seq_ = 0;
   std::unique_ptr<FabricEndpoint> ep_;
 };

@@ -1,5 +1,7 @@
-// Routing-state helpers shared by the fabric and alltoall Groups.
+// Routing-state helpers and the RoutedGroup prologue/epilogue shared by every Group.
 #include "ep/torch/routed.h"
+
+#include <utility>
 
 #include "base/check.h"
 #include "base/error.h"
@@ -107,6 +109,59 @@ std::shared_ptr<RoutedState> state_of(const Handle& h) {
   auto st = std::static_pointer_cast<RoutedState>(h.state);
   if (!st) throw Error("ep: combine/cached dispatch got an empty handle", "pass the handle a dispatch returned");
   return st;
+}
+
+RoutedGroup::RoutedGroup(std::string name, const Config& cfg, int64_t num_experts, int rank, int num_ranks,
+                         std::optional<BufferLayout> buffers)
+    : name_(std::move(name)),
+      cfg_(cfg),
+      num_experts_(num_experts),
+      rank_(rank),
+      num_ranks_(num_ranks),
+      buffers_(std::move(buffers)) {}
+
+Layout RoutedGroup::get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) {
+  check_num_experts(num_experts, num_experts_);
+  return compute_layout(topk_idx_TK, num_experts, num_ranks_);
+}
+
+std::shared_ptr<RoutedState> RoutedGroup::plan(const DispatchInputs& in, const Layout& layout) {
+  const at::Tensor idx = in.topk_idx_TK.cpu(), w = in.topk_weights_TK.cpu();
+  compute_layout(idx, num_experts_, num_ranks_);  // validates ids
+  return plan_routing(idx, w, num_experts_, num_ranks_, cfg_.mode);
+}
+
+Dispatched RoutedGroup::dispatch(const at::Tensor& x_TH, const at::Tensor& topk_idx_TK,
+                                 const at::Tensor& topk_weights_TK, const Layout& layout, const Handle* cached) {
+  check_device(x_TH, "x");
+  std::shared_ptr<RoutedState> st;
+  at::Tensor x;
+  if (cached) {
+    st = state_of(*cached);
+    x = x_TH.contiguous();
+    if (x.dim() != 2 || x.size(0) != st->num_tokens) {
+      throw Error("ep: cached dispatch got x with " + std::to_string(x.dim() == 2 ? x.size(0) : -1) +
+                      " rows, expected T=" + std::to_string(st->num_tokens) + " as in the handle",
+                  "a cached handle only fits inputs with the same tokens as the dispatch that made it");
+    }
+  } else {
+    DispatchInputs in = check_dispatch_inputs(x_TH, topk_idx_TK, topk_weights_TK, num_experts_);
+    if (buffers_) buffers_->check_dispatch(in.topk_idx_TK.size(0), in.topk_idx_TK.size(1), name_);
+    st = plan(in, layout);
+    x = in.x_TH;
+  }
+  payload_dtype(x, "x");
+  if (buffers_) buffers_->check_row_bytes(x.size(1) * x.element_size(), "x", name_);
+  at::Tensor recv_x_NH = dispatch_rows(x, st, cached ? Meta::kReuse : Meta::kExchange);
+  return make_dispatched(st, std::move(recv_x_NH));
+}
+
+at::Tensor RoutedGroup::combine(const at::Tensor& y_NH, const Handle& handle) {
+  auto st = state_of(handle);
+  check_device(y_NH, "y");
+  at::Tensor y = check_combine_input(y_NH, st->num_recv);
+  if (buffers_) buffers_->check_row_bytes(y.size(1) * y.element_size(), "combine input y", name_);
+  return combine_rows(y, *st);
 }
 
 }  // namespace moerl::ep::detail
