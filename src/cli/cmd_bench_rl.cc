@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "base/error.h"
@@ -19,19 +18,6 @@
 namespace moerl::cli {
 
 namespace {
-
-// Response tokens trained per second of the sync RL loop, from its metrics.jsonl.
-double sync_tokens_per_s(const std::string& run_dir) {
-  std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
-  double tokens = 0, seconds = 0;
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || j.value("phase", "") != "rl") continue;
-    tokens += j.value("samples", 0.0) * j.value("response_len", 0.0);
-    seconds += j.value("rollout_s", 0.0) + j.value("train_s", 0.0);
-  }
-  return tokens / std::max(1e-9, seconds);
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -45,7 +31,11 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : s / static_cast<double>(v.size());
 }
 
+// Both modes define these the same way (job/trainer_loop.h): per second of RL steps.
 double samples_per_s(const nlohmann::json& summary) { return summary["throughput"]["samples_per_s"].get<double>(); }
+double response_tokens_per_s(const nlohmann::json& summary) {
+  return summary["throughput"]["response_tokens_per_s"].get<double>();
+}
 double final_reward(const nlohmann::json& summary) { return summary["eval"]["final"].get<double>(); }
 
 }  // namespace
@@ -56,7 +46,9 @@ static int run_bench_rl(Args& a) {
         "usage: moerl bench rl CONFIG.toml [--set key=value ...] [--run-dir runs/bench-rl] [--repeat N] [--json]\n"
         "Runs CONFIG in sync mode (at 1 intra-op thread and at one per core), then in async mode\n"
         "(runtime.stale_policy = regenerate so all train the same samples), fresh run dirs under DIR.\n"
-        "Reports RL-loop samples/s and trained response tokens/s of each, final eval reward, and\n"
+        "Reports samples/s and trained response tokens/s of each (per second of RL steps: experience\n"
+        "+ training + publication, evaluation and checkpoints excluded, the same in both modes),\n"
+        "final eval reward, and\n"
         "ratio = async samples/s / the faster sync run's samples/s.\n"
         "--repeat N runs N rounds, every other one in reverse order (async first), and reports the\n"
         "median per-round ratio: a host whose speed drifts then favours neither mode. Round r > 0\n"
@@ -123,7 +115,7 @@ static int run_bench_rl(Args& a) {
     std::vector<double> sps, tps, rew;
     for (const auto& s : syncs[i]) {
       sps.push_back(samples_per_s(s));
-      tps.push_back(sync_tokens_per_s(s["run_dir"].get<std::string>()));
+      tps.push_back(response_tokens_per_s(s));
       rew.push_back(final_reward(s));
     }
     sync_runs.push_back({{"threads", sync_threads[i]}, {"samples_per_s", median(sps)}, {"tokens_per_s", median(tps)},
@@ -134,7 +126,7 @@ static int run_bench_rl(Args& a) {
   std::vector<double> a_sps, a_tps, a_rew;
   for (const auto& y : asyncs) {
     a_sps.push_back(samples_per_s(y));
-    a_tps.push_back(y["throughput"]["train_tokens_per_s"].get<double>());
+    a_tps.push_back(response_tokens_per_s(y));
     a_rew.push_back(final_reward(y));
   }
   // Held-out rewards are means over eval_prompts prompts (rewards in [0, 1]): the standard

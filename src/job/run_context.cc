@@ -63,7 +63,7 @@ RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::mov
         path("metrics.jsonl"), resumed ? metrics::JsonlMode::kAppend : metrics::JsonlMode::kTruncate);
   }
   MOERL_LOG(INFO) << "train: " << policy->num_parameters() << " parameters, task " << cfg.task->name() << ", store "
-                  << uri << (resumed ? ", resumed at RL step " + std::to_string(state.rl_step) : "");
+                  << uri << (resumed ? ", resumed at step " + std::to_string(state.rl_step) : "");
 }
 
 void RunContext::resume() {

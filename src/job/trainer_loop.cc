@@ -19,7 +19,7 @@ using train::StepStats;
 // Sums over this process's RL steps, for the throughput figures.
 struct Totals {
   double step_seconds = 0, train_seconds = 0, generate_seconds = 0;
-  int64_t samples = 0, generated_tokens = 0, train_tokens = 0;
+  int64_t samples = 0, generated_tokens = 0, train_tokens = 0, response_tokens = 0;
 };
 
 runtime::Sample sft_sample(const model::Tokenizer& tok, const tasks::TaskItem& it) {
@@ -133,6 +133,7 @@ bool rl_phase(RunContext& ctx, ExperienceSource& source, Totals& tot) {
     tot.samples += st.num_samples;
     tot.generated_tokens += exp.generated_tokens;
     tot.train_tokens += all_tokens;
+    tot.response_tokens += resp_tokens;
     const double gen_rate = exp.generated_tokens / std::max(1e-9, exp.generate_seconds);
     nlohmann::json row = {{"phase", "rl"}, {"step", state.rl_step}, {"reward", st.reward_mean},
                           {"reward_std", st.reward_std}, {"loss", st.loss}, {"pg_loss", st.pg_loss},
@@ -183,6 +184,7 @@ nlohmann::json make_summary(RunContext& ctx, ExperienceSource& source, const rol
         {"num_prompts", fin.num_prompts}}},
       {"throughput",
        {{"samples_per_s", tot.samples / std::max(1e-9, tot.step_seconds)},
+        {"response_tokens_per_s", tot.response_tokens / std::max(1e-9, tot.step_seconds)},
         {"rollout_tokens_per_s", tot.generated_tokens / std::max(1e-9, tot.generate_seconds)},
         {"train_tokens_per_s", tot.train_tokens / std::max(1e-9, tot.train_seconds)},
         {"rl_seconds", tot.step_seconds},

@@ -6,9 +6,12 @@
 //   RunContext ctx(cfg, opts);
 //   InlineSource src(ctx);                              // or QueueSource
 //   nlohmann::json summary = run_trainer_loop(ctx, src);
-// Throughput is defined once for both modes: samples_per_s = samples trained / the summed
-// time of the RL steps (obtaining the experience + training + the source's after-step work);
-// evaluation and checkpoints are outside it.
+// Throughput is defined once for both modes: samples_per_s (and response_tokens_per_s) =
+// samples (response tokens) trained / the summed time of the RL steps (obtaining the
+// experience + training + the source's after-step work); evaluation and checkpoints are
+// outside it. train_tokens_per_s = prompt + response tokens / training time alone;
+// rollout_tokens_per_s = tokens generated / time spent generating them (sync: the trainer's
+// generation phase; async: each worker's generation time of the trained records).
 // Failures: moerl::Error; committed checkpoints stay valid and a rerun resumes.
 #pragma once
 
