@@ -18,7 +18,9 @@ build: deps $(BUILD)/build.ninja
 test: build
 	bash scripts/run-tests.sh $(BUILD)
 
-demo: build
+# The demo needs only the `moerl` binary, not the test suite.
+demo: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target moerl
 	bash scripts/demo.sh $(BUILD)
 
 clean:
