@@ -155,10 +155,6 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
                   "the EP ranks would have to agree on every extra sampling round; use ep.size = 1");
     }
   }
-  if (j.ep_size > 1 && j.runtime.mode == runtime::RunMode::kAsync) {
-    throw Error("config: ep.size = " + std::to_string(j.ep_size) + " runs in runtime.mode = \"sync\" only",
-                "use --mode sync (expert parallelism in the async roles is not built yet)");
-  }
   j.effective_toml = doc.to_toml();
   return j;
 }

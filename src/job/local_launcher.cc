@@ -136,6 +136,10 @@ nlohmann::json run_local_async(const JobConfig& cfg, const JobOptions& options) 
                     " with runtime.mode = \"async\"",
                 "async mode needs at least one rollout worker", ErrorCode::kInvalidInput);
   }
+  if (cfg.ep_size > 1) {
+    throw Error("train: ep.size=" + std::to_string(cfg.ep_size) + " runs in runtime.mode=\"sync\" only",
+                "use --mode sync (expert parallelism in the async roles is not built yet)", ErrorCode::kInvalidInput);
+  }
   fs::create_directories(options.run_dir);
   return cfg.runtime.backend() == runtime::BackendKind::kRedis ? run_with_processes(cfg, options)
                                                                 : run_with_threads(cfg, options);

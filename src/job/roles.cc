@@ -19,7 +19,13 @@ nlohmann::json run_job(const JobConfig& cfg, const JobOptions& options) {
 
 nlohmann::json run_trainer_role(const JobConfig& cfg, const JobOptions& options, QueueSourceOptions source) {
   if (!source.backends.queue) source.backends = runtime::open_backends(cfg.runtime);
-  RunContext ctx(cfg, options);
+  if (cfg.ep_size > 1) {
+    MOERL_LOG(WARN) << "trainer: ep.size=" << cfg.ep_size << " is not applied in the async trainer role: it runs as "
+                    << "one rank holding every expert (expert parallelism in the async roles is not built yet)";
+  }
+  JobOptions single = options;
+  single.ranks = TrainerRanks::kSingle;
+  RunContext ctx(cfg, single);
   QueueSource queue(ctx, std::move(source));
   return run_trainer_loop(ctx, queue);
 }

@@ -28,9 +28,11 @@ std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir) {
 }
 
 RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::move(o)) {
-  EpJoin ep = join_ep(cfg);
-  ep_group = std::move(ep.group);
-  dp = std::move(ep.dp);
+  if (opts.ranks == TrainerRanks::kExpertParallel) {
+    EpJoin ep = join_ep(cfg);
+    ep_group = std::move(ep.group);
+    dp = std::move(ep.dp);
+  }
   if (dp) {
     rank = dp->rank();
     world = dp->world_size();

@@ -32,6 +32,11 @@
 
 namespace moerl::job {
 
+// How the trainer's ranks are formed. kExpertParallel: ep.size ranks started by `moerl
+// launch` (one rank when ep.size = 1). kSingle: one rank holding every expert whatever ep.size
+// says: the async trainer role, until expert parallelism exists in the async roles.
+enum class TrainerRanks { kExpertParallel, kSingle };
+
 struct JobOptions {
   std::string run_dir = "runs/latest";
   bool resume = true;  // resume from the newest checkpoint in the store if there is one
@@ -42,6 +47,7 @@ struct JobOptions {
   // Intra-op threads of the trainer; 0 = train.threads (the local async launcher sets 1 so
   // the trainer and its worker threads do not fight over one pool).
   int intra_op_threads = 0;
+  TrainerRanks ranks = TrainerRanks::kExpertParallel;
 };
 
 inline constexpr const char* kCheckpointRoot = "ckpt";

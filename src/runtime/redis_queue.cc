@@ -1,4 +1,4 @@
-// RedisTaskQueue / RedisExperienceBuffer over Redis Streams. Ownership-checked lease
+// RedisTaskQueue over Redis Streams. Ownership-checked lease
 // operations are Lua scripts (atomic on the server); everything else is plain commands.
 #include "runtime/redis_queue.h"
 
@@ -6,9 +6,12 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "runtime/redis_streams.h"
 
 namespace moerl::runtime {
 namespace {
+
+using namespace detail;  // NOLINT: the shared reply parsers
 
 // KEYS[1] tasks stream. ARGV: 1 group, 2 entry id, 3 worker, 4 delivery count, ...
 // Returns 0 unless the entry is pending for ARGV[3] with delivery count ARGV[4].
@@ -72,54 +75,6 @@ return 1
 
 // NOTE: must stay below the Unix time in ms, or Redis clamps the delivery time to now.
 constexpr const char* kHandbackIdleMs = "1000000000";
-
-bool is_nogroup(const RedisReply& r) { return r.is_error() && r.str.rfind("NOGROUP", 0) == 0; }
-
-struct StreamEntry {
-  std::string id;
-  std::vector<std::pair<std::string, std::string>> fields;  // empty if deleted
-  const std::string* field(const std::string& name) const {
-    for (const auto& [k, v] : fields) {
-      if (k == name) return &v;
-    }
-    return nullptr;
-  }
-};
-
-std::vector<StreamEntry> parse_entries(const RedisReply& list) {
-  std::vector<StreamEntry> out;
-  if (!list.is_array()) return out;
-  for (const RedisReply& e : list.elements) {
-    StreamEntry se;
-    se.id = e.at(0).str;
-    const RedisReply& f = e.at(1);
-    if (f.is_array()) {
-      for (size_t i = 0; i + 1 < f.elements.size(); i += 2) {
-        se.fields.emplace_back(f.elements[i].str, f.elements[i + 1].str);
-      }
-    }
-    out.push_back(std::move(se));
-  }
-  return out;
-}
-
-// XREADGROUP / XREAD reply: nil, or [[stream, entries]].
-std::vector<StreamEntry> parse_read(const RedisReply& r) {
-  if (r.is_nil() || !r.is_array() || r.elements.empty()) return {};
-  return parse_entries(r.at(0).at(1));
-}
-
-void throw_if_error(const RedisReply& r, const std::string& what) {
-  if (r.is_error()) {
-    throw Error("redis " + what + " failed: " + r.str,
-                "check that the server is Redis 7+ and the key is not used by something else",
-                ErrorCode::kIo);
-  }
-}
-
-std::string ms(double seconds) {
-  return std::to_string(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000.0)));
-}
 
 }  // namespace
 
@@ -367,157 +322,6 @@ std::vector<TaskUnit> RedisTaskQueue::dead_letters(Deadline deadline) {
 QueueStats RedisTaskQueue::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
-}
-
-RedisExperienceBuffer::RedisExperienceBuffer(const RedisUrl& url, const std::string& ns,
-                                             std::string consumer, RedisOptions redis)
-    : keys_(ns), consumer_(std::move(consumer)), reader_(url, redis), writer_(url, redis) {}
-
-void RedisExperienceBuffer::ensure_group(Deadline deadline) {
-  RedisReply r = writer_.command(
-      {"XGROUP", "CREATE", keys_.experience, RedisKeys::kTrainerGroup, "0", "MKSTREAM"}, deadline);
-  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) {
-    throw_if_error(r, "XGROUP CREATE " + keys_.experience);
-  }
-}
-
-void RedisExperienceBuffer::put(const ExperienceRecord& record, Deadline deadline) {
-  std::string bytes = encode_experience(record);
-  writer_.command_ok({"XADD", keys_.experience, "*", "rec", bytes, "key",
-                      dedupe_key(record.task_id, record.attempt)},
-                     deadline);
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.put;
-}
-
-std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline deadline) {
-  std::vector<ExperienceRecord> out;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    while (!ungot_.empty() && out.size() < n) {
-      out.push_back(std::move(ungot_.front()));
-      ungot_.pop_front();
-    }
-  }
-  while (out.size() < n) {
-    std::string count = std::to_string(n - out.size());
-    std::string from;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      from = cursor_;
-    }
-    // First our own pending entries after the cursor: ones whose read reply was lost when the
-    // connection dropped (the server had already moved the group past them).
-    RedisReply r = reader_.command({"XREADGROUP", "GROUP", RedisKeys::kTrainerGroup, consumer_,
-                                    "COUNT", count, "STREAMS", keys_.experience, from},
-                                   deadline);
-    if (is_nogroup(r)) {
-      ensure_group(deadline);
-      continue;
-    }
-    throw_if_error(r, "XREADGROUP " + keys_.experience);
-    std::vector<StreamEntry> entries = parse_read(r);
-    if (entries.empty()) {
-      std::vector<std::string> argv = {"XREADGROUP", "GROUP", RedisKeys::kTrainerGroup, consumer_,
-                                       "COUNT", count};
-      double block = 0;
-      if (!deadline.expired()) {
-        block = std::clamp(deadline.remaining_seconds(), 0.001, 0.5);
-        argv.push_back("BLOCK");
-        argv.push_back(ms(block));
-      }
-      argv.insert(argv.end(), {"STREAMS", keys_.experience, ">"});
-      r = reader_.command(argv, deadline, block);
-      if (is_nogroup(r)) {
-        ensure_group(deadline);
-        continue;
-      }
-      throw_if_error(r, "XREADGROUP " + keys_.experience);
-      entries = parse_read(r);
-    }
-    std::vector<std::string> ack = {"XACK", keys_.experience, RedisKeys::kTrainerGroup};
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const StreamEntry& e : entries) {
-        cursor_ = e.id;
-        ack.push_back(e.id);
-        const std::string* bytes = e.field("rec");
-        if (bytes == nullptr) continue;  // deleted entry
-        ExperienceRecord rec;
-        try {
-          rec = decode_experience(*bytes);
-        } catch (const Error& err) {
-          ++corrupt_dropped_;
-          MOERL_LOG(ERROR) << "experience stream entry " << e.id << " dropped: " << err.what();
-          continue;
-        }
-        if (!seen_.insert(dedupe_key(rec.task_id, rec.attempt)).second) {
-          ++stats_.duplicates_dropped;
-          continue;
-        }
-        ++stats_.taken;
-        out.push_back(std::move(rec));
-      }
-    }
-    // NOTE: the trainer checkpoint (cursor + seen set), not the PEL, is the durable record of
-    // what was consumed; the PEL only bridges a lost reply, so entries are acked at once.
-    if (ack.size() > 3) reader_.command_ok(ack, deadline);
-    if (deadline.expired()) break;
-  }
-  return out;
-}
-
-void RedisExperienceBuffer::unget(std::vector<ExperienceRecord> records) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = records.rbegin(); it != records.rend(); ++it) ungot_.push_front(std::move(*it));
-}
-
-BufferSnapshot RedisExperienceBuffer::snapshot() {
-  std::lock_guard<std::mutex> lock(mu_);
-  BufferSnapshot s;
-  s.cursor = cursor_;
-  s.seen = seen_;
-  s.ungot.assign(ungot_.begin(), ungot_.end());
-  s.duplicates_dropped = stats_.duplicates_dropped;
-  s.taken = stats_.taken;
-  return s;
-}
-
-void RedisExperienceBuffer::restore(const BufferSnapshot& snapshot, Deadline deadline) {
-  std::string cursor = snapshot.cursor.empty() ? "0-0" : snapshot.cursor;
-  RedisReply r = writer_.command(
-      {"XGROUP", "CREATE", keys_.experience, RedisKeys::kTrainerGroup, cursor, "MKSTREAM"}, deadline);
-  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) == 0) {
-    r = writer_.command({"XGROUP", "SETID", keys_.experience, RedisKeys::kTrainerGroup, cursor},
-                        deadline);
-  }
-  throw_if_error(r, "rewinding " + keys_.experience + " to " + cursor);
-  std::lock_guard<std::mutex> lock(mu_);
-  cursor_ = cursor;
-  seen_ = snapshot.seen;
-  ungot_.assign(snapshot.ungot.begin(), snapshot.ungot.end());
-  for (const ExperienceRecord& rec : snapshot.pending) {
-    if (seen_.insert(dedupe_key(rec.task_id, rec.attempt)).second) ungot_.push_back(rec);
-  }
-  stats_.duplicates_dropped = snapshot.duplicates_dropped;
-  stats_.taken = snapshot.taken;
-}
-
-void RedisExperienceBuffer::checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) {
-  if (snapshot.cursor.empty() || snapshot.cursor == "0-0") return;
-  writer_.command_ok({"XTRIM", keys_.experience, "MINID", snapshot.cursor}, deadline);
-}
-
-BufferStats RedisExperienceBuffer::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  BufferStats s = stats_;
-  s.available = static_cast<int64_t>(ungot_.size());
-  return s;
-}
-
-int64_t RedisExperienceBuffer::corrupt_dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return corrupt_dropped_;
 }
 
 }  // namespace moerl::runtime

@@ -1,0 +1,63 @@
+// Reply parsing shared by the Redis Streams backends (redis_queue.cc: RedisTaskQueue,
+// redis_experience_buffer.cc: RedisExperienceBuffer). Internal to runtime/.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "runtime/redis_client.h"
+
+namespace moerl::runtime::detail {
+
+inline bool is_nogroup(const RedisReply& r) { return r.is_error() && r.str.rfind("NOGROUP", 0) == 0; }
+
+struct StreamEntry {
+  std::string id;
+  std::vector<std::pair<std::string, std::string>> fields;  // empty if deleted
+  const std::string* field(const std::string& name) const {
+    for (const auto& [k, v] : fields) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  }
+};
+
+inline std::vector<StreamEntry> parse_entries(const RedisReply& list) {
+  std::vector<StreamEntry> out;
+  if (!list.is_array()) return out;
+  for (const RedisReply& e : list.elements) {
+    StreamEntry se;
+    se.id = e.at(0).str;
+    const RedisReply& f = e.at(1);
+    if (f.is_array()) {
+      for (size_t i = 0; i + 1 < f.elements.size(); i += 2) {
+        se.fields.emplace_back(f.elements[i].str, f.elements[i + 1].str);
+      }
+    }
+    out.push_back(std::move(se));
+  }
+  return out;
+}
+
+// XREADGROUP / XREAD reply: nil, or [[stream, entries]].
+inline std::vector<StreamEntry> parse_read(const RedisReply& r) {
+  if (r.is_nil() || !r.is_array() || r.elements.empty()) return {};
+  return parse_entries(r.at(0).at(1));
+}
+
+inline void throw_if_error(const RedisReply& r, const std::string& what) {
+  if (r.is_error()) {
+    throw Error("redis " + what + " failed: " + r.str,
+                "check that the server is Redis 7+ and the key is not used by something else",
+                ErrorCode::kIo);
+  }
+}
+
+inline std::string ms(double seconds) {
+  return std::to_string(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000.0)));
+}
+
+}  // namespace moerl::runtime::detail
