@@ -1,5 +1,5 @@
-// The rollout worker role: version staging/activation around runtime::run_worker_loop, with
-// the tasks of one lease generated in one batched call.
+// The rollout worker role: version staging/activation around runtime::run_worker_loop, whose
+// batch function generates the tasks of one lease in one batched call.
 #include "rollout/worker.h"
 
 #include <ATen/Parallel.h>
@@ -8,11 +8,12 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
-#include <map>
 
+#include "base/check.h"
 #include "base/files.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/seed.h"
 #include "runtime/spot_watcher.h"
 
 namespace moerl::rollout {
@@ -42,46 +43,6 @@ class SerializedReward final : public tasks::RewardFn {
  private:
   tasks::RewardFn& inner_;
 };
-
-// Forwards to the real queue and remembers the leases of the latest lease() call, so the
-// process function can generate all of them in one batch.
-class BatchingQueue final : public runtime::TaskQueue {
- public:
-  explicit BatchingQueue(runtime::TaskQueue& q) : q_(q) {}
-  void enqueue(const runtime::TaskUnit& t, Deadline d) override { q_.enqueue(t, d); }
-  bool enqueue_from(const runtime::TaskUnit& t, uint64_t next, Deadline d) override {
-    return q_.enqueue_from(t, next, d);
-  }
-  uint64_t producer_cursor(Deadline d) override { return q_.producer_cursor(d); }
-  std::vector<runtime::Lease> lease(const std::string& w, int n, double s, Deadline d) override {
-    std::vector<runtime::Lease> got = q_.lease(w, n, s, d);
-    std::lock_guard<std::mutex> lock(mu_);
-    batch_ = got;
-    return got;
-  }
-  bool renew(const runtime::Lease& l, Deadline d) override { return q_.renew(l, d); }
-  bool ack(const runtime::Lease& l, Deadline d) override { return q_.ack(l, d); }
-  bool nack(const runtime::Lease& l, Deadline d) override { return q_.nack(l, d); }
-  runtime::QueueDepth depth(Deadline d) override { return q_.depth(d); }
-  std::vector<runtime::TaskUnit> dead_letters(Deadline d) override { return q_.dead_letters(d); }
-  runtime::QueueStats stats() const override { return q_.stats(); }
-  std::vector<runtime::Lease> batch() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return batch_;
-  }
-
- private:
-  runtime::TaskQueue& q_;
-  std::mutex mu_;
-  std::vector<runtime::Lease> batch_;
-};
-
-uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -227,54 +188,35 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
     spot->start();
   }
 
-  BatchingQueue queue(*backends_.queue);
   SerializedReward reward(*setup_.reward);
   GroupRollout gen(*policy_, *setup_.tokenizer, reward, setup_.gen, options_.worker_id);
-  std::map<std::string, runtime::ExperienceRecord> ready;  // lease id -> record of this batch
-  const uint64_t worker_seed = mix(setup_.seed, std::hash<std::string>{}(options_.worker_id));
-  runtime::ProcessFn process = [&](const runtime::TaskUnit&,
-                                   const runtime::WorkContext& ctx) -> std::optional<runtime::ExperienceRecord> {
-    auto it = ready.find(ctx.lease().lease_id);
-    if (it == ready.end()) {
-      if (ctx.should_abort()) return std::nullopt;
-      // First task of a new lease batch: generate the batch from here on in one call, with
-      // one version (activated before it, never during it).
-      ready.clear();
-      std::vector<runtime::Lease> batch = queue.batch();
-      std::vector<runtime::TaskUnit> units;
-      std::vector<std::string> ids;
-      bool from_here = false;
-      for (const runtime::Lease& l : batch) {
-        from_here = from_here || l.lease_id == ctx.lease().lease_id;
-        if (from_here) {
-          units.push_back(l.task);
-          ids.push_back(l.lease_id);
-        }
-      }
-      if (units.empty()) {
-        units.push_back(ctx.lease().task);
-        ids.push_back(ctx.lease().lease_id);
-      }
-      activate_staged();
-      std::vector<runtime::ExperienceRecord> recs =
-          gen.run(units, mix(worker_seed, static_cast<uint64_t>(stats_.batches)), active_version_);
-      ++stats_.batches;
-      stats_.last_version = active_version_;
-      for (size_t i = 0; i < recs.size(); ++i) {
-        recs[i].attempt = units[i].attempt;
-        recs[i].cursor = units[i].cursor;
-        recs[i].worker_id = options_.worker_id;
-        ready[ids[i]] = std::move(recs[i]);
-      }
-      it = ready.find(ctx.lease().lease_id);
+  const uint64_t stream = std::hash<std::string>{}(options_.worker_id);
+  // One lease's tasks in one generate() call, with one version (activated before it, never
+  // during it).
+  runtime::ProcessBatchFn process = [&](const std::vector<runtime::Lease>& leases,
+                                        const runtime::WorkContext& ctx) {
+    std::vector<std::optional<runtime::ExperienceRecord>> out;
+    if (ctx.should_abort()) return decltype(out)(leases.size());  // hand the batch back
+    std::vector<runtime::TaskUnit> units;
+    units.reserve(leases.size());
+    for (const runtime::Lease& l : leases) units.push_back(l.task);
+    activate_staged();
+    std::vector<runtime::ExperienceRecord> recs =
+        gen.run(units, mix_seed(setup_.seed, stream, static_cast<uint64_t>(stats_.batches)), active_version_);
+    ++stats_.batches;
+    stats_.last_version = active_version_;
+    MOERL_CHECK_EQ(recs.size(), units.size());  // gen.run answers every unit, in order
+    for (size_t i = 0; i < recs.size(); ++i) {
+      recs[i].attempt = units[i].attempt;
+      recs[i].cursor = units[i].cursor;
+      recs[i].worker_id = options_.worker_id;
+      out.push_back(std::move(recs[i]));
     }
-    runtime::ExperienceRecord rec = std::move(it->second);
-    ready.erase(it);
-    return rec;
+    return out;
   };
   runtime::WorkerLoopConfig lc = runtime::worker_loop_config(setup_.runtime, options_.worker_id);
   lc.max_tasks = options_.max_tasks;
-  stats_.loop = runtime::run_worker_loop(lc, queue, *backends_.buffer, drain, process, accounting);
+  stats_.loop = runtime::run_worker_loop(lc, *backends_.queue, *backends_.buffer, drain, process, accounting);
   if (spot) spot->stop();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -6,8 +6,9 @@
 // only between generate() calls, so one forward pass never mixes two versions, and every
 // sample records the version that produced it (runtime::VersionSpan). A batch starts on the
 // newest announced version: if its staging is under way, the worker waits for it (bounded),
-// since a batch started on the older one would reach the trainer a version staler. The
-// leased tasks of one lease() call are generated together in ONE batched generate() call.
+// since a batch started on the older one would reach the trainer a version staler. The loop
+// hands the worker each lease() batch whole: its tasks are generated together in ONE batched
+// generate() call, sampled with mix_seed(setup.seed, hash(worker_id), batch count).
 //
 //   RolloutWorker w(setup, backends, store, {.worker_id = "pod-3", .scratch_dir = "/tmp/w3"});
 //   runtime::WorkerLoopResult r = w.run(drain);   // returns after a drain or the trainer's end

@@ -38,13 +38,17 @@ pid_t spawn_worker(const RedisUrl& url, const std::string& name, unsigned seed) 
                          .renew_seconds = 0.15, .poll_seconds = 0.2, .drain_margin_seconds = 0.3};
     std::mt19937 rng(seed);
     WorkerLoopResult r = run_worker_loop(cfg, q, b, drain,
-        [&](const TaskUnit& t, const WorkContext& ctx) -> std::optional<ExperienceRecord> {
-          int steps = 2 + static_cast<int>(rng() % 6);
-          for (int s = 0; s < steps; ++s) {
-            if (ctx.should_abort()) return std::nullopt;
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        [&](const std::vector<Lease>& leases, const WorkContext& ctx) {
+          std::vector<std::optional<ExperienceRecord>> out(leases.size());
+          for (size_t i = 0; i < leases.size(); ++i) {
+            int steps = 2 + static_cast<int>(rng() % 6);
+            for (int s = 0; s < steps; ++s) {
+              if (ctx.should_abort()) return out;  // unfinished tasks are handed back
+              std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
+            out[i] = record_for(leases[i].task, name, 1);
           }
-          return record_for(t, name, 1);
+          return out;
         });
     code = r.exit_code;
   } catch (...) {

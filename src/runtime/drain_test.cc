@@ -25,17 +25,22 @@ namespace {
 
 Deadline soon() { return Deadline::after_seconds(10); }
 
-// A fake generation: `steps` decode steps of `step_ms`, abandoning when told to.
-ProcessFn fake_generation(int steps, int step_ms, std::atomic<int>* aborted = nullptr) {
-  return [=](const TaskUnit& t, const WorkContext& ctx) -> std::optional<ExperienceRecord> {
-    for (int s = 0; s < steps; ++s) {
-      if (ctx.should_abort()) {
-        if (aborted) ++*aborted;
-        return std::nullopt;
+// A fake generation: each task of the batch in turn takes `steps` decode steps of `step_ms`;
+// when told to abort, the unfinished tasks are handed back.
+ProcessBatchFn fake_generation(int steps, int step_ms, std::atomic<int>* aborted = nullptr) {
+  return [=](const std::vector<Lease>& leases, const WorkContext& ctx) {
+    std::vector<std::optional<ExperienceRecord>> out(leases.size());
+    for (size_t i = 0; i < leases.size(); ++i) {
+      for (int s = 0; s < steps; ++s) {
+        if (ctx.should_abort()) {
+          if (aborted) ++*aborted;
+          return out;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+      out[i] = record_for(leases[i].task, "", 1);
     }
-    return record_for(t, "", 1);
+    return out;
   };
 }
 

@@ -1,5 +1,5 @@
-// The rollout worker skeleton: lease -> process (leases renewed meanwhile) -> put -> ack,
-// and the drain path (finish what fits, hand back the rest).
+// The rollout worker skeleton: lease a batch -> process it (leases renewed meanwhile) ->
+// put -> ack per record, and the drain path (start a batch only if it fits, hand back the rest).
 #include "runtime/worker_loop.h"
 
 #include <algorithm>
@@ -85,6 +85,32 @@ class Renewer {
   std::thread thread_;                 // last: starts after the members above exist
 };
 
+// Checks that `process` answered the batch: one entry per lease, each record for its lease's
+// task and attempt (an empty task_id is filled in). Throws kInternal otherwise.
+void check_batch(const std::string& worker_id, const std::vector<Lease>& leases,
+                 std::vector<std::optional<ExperienceRecord>>& recs) {
+  if (recs.size() != leases.size()) {
+    throw Error("worker " + worker_id + ": process() returned " + std::to_string(recs.size()) +
+                    " entries for a batch of " + std::to_string(leases.size()) + " leases",
+                "return one entry per lease, in order (nullopt hands that task back)",
+                ErrorCode::kInternal);
+  }
+  for (size_t i = 0; i < leases.size(); ++i) {
+    if (!recs[i]) continue;
+    ExperienceRecord& rec = *recs[i];
+    const TaskUnit& t = leases[i].task;
+    if (rec.task_id.empty()) rec.task_id = t.task_id;
+    if (rec.task_id != t.task_id || rec.attempt != t.attempt) {
+      throw Error("worker " + worker_id + ": process() returned a record for '" + rec.task_id + "#" +
+                      std::to_string(rec.attempt) + "' at position " + std::to_string(i) +
+                      " of the batch, whose lease is for '" + t.task_id + "#" +
+                      std::to_string(t.attempt) + "'",
+                  "copy task_id and attempt from each lease's task unit into its record",
+                  ErrorCode::kInternal);
+    }
+  }
+}
+
 }  // namespace
 
 void WorkerLoopConfig::validate() const {
@@ -105,7 +131,7 @@ void WorkerLoopConfig::validate() const {
 
 WorkerLoopResult run_worker_loop(const WorkerLoopConfig& config, TaskQueue& queue,
                                  ExperienceBuffer& buffer, DrainController& drain,
-                                 const ProcessFn& process, Accounting* accounting) {
+                                 const ProcessBatchFn& process, Accounting* accounting) {
   config.validate();
   WorkerLoopResult res;
   const double margin = config.drain_margin_seconds;
@@ -126,7 +152,7 @@ WorkerLoopResult run_worker_loop(const WorkerLoopConfig& config, TaskQueue& queu
       }
     }
   };
-  double estimate = 0;  // running estimate of one task's processing time
+  double estimate = 0;  // running estimate of one batch's processing time
   {
     Renewer renewer(queue, config.renew_seconds > 0 ? config.renew_seconds : config.lease_seconds / 3,
                     config.call_timeout_seconds);
@@ -144,46 +170,43 @@ WorkerLoopResult run_worker_loop(const WorkerLoopConfig& config, TaskQueue& queu
       });
       int64_t leased_ms = unix_ms_now();
       res.idle_seconds += now_seconds() - t0;
+      if (leases.empty()) continue;
       renewer.hold(leases);
-      size_t i = 0;
+      size_t i = 0;  // NOTE: leases[0, i) are settled: put and acked, or handed back
       try {
-        for (; i < leases.size(); ++i) {
-          const Lease& l = leases[i];
-          // Draining: start a task only if it is expected to finish before the deadline.
-          if (drain.state() != DrainState::kRunning && !drain.fits(estimate + margin)) break;
+        // Draining (it began during lease()): start the batch only if it is expected to
+        // finish before the deadline; otherwise all of it is handed back below.
+        if (drain.state() == DrainState::kRunning || drain.fits(estimate + margin)) {
           double s = now_seconds();
-          std::optional<ExperienceRecord> rec = process(l.task, WorkContext(l, drain, margin));
+          std::vector<std::optional<ExperienceRecord>> recs = process(leases, WorkContext(drain, margin));
           double took = now_seconds() - s;
+          int64_t finished_ms = unix_ms_now();
           res.busy_seconds += took;
           estimate = estimate == 0 ? took : 0.7 * estimate + 0.3 * took;
-          if (!rec) {
-            with_retry("nack", [&] { queue.nack(l, call_deadline()); });
+          check_batch(config.worker_id, leases, recs);
+          for (; i < leases.size(); ++i) {
+            const Lease& l = leases[i];
+            if (!recs[i]) {
+              with_retry("nack", [&] { queue.nack(l, call_deadline()); });
+              renewer.release(l.lease_id);
+              ++res.handed_back;
+              continue;
+            }
+            ExperienceRecord& rec = *recs[i];
+            if (rec.worker_id.empty()) rec.worker_id = config.worker_id;
+            if (rec.cursor == 0) rec.cursor = l.task.cursor;
+            if (rec.leased_unix_ms == 0) rec.leased_unix_ms = leased_ms;
+            if (rec.finished_unix_ms == 0) rec.finished_unix_ms = finished_ms;
+            // Put first, then ack: a crash in between re-delivers the task and the trainer
+            // drops the duplicate; the reverse order could lose it.
+            if (!with_retry("put experience", [&] { buffer.put(rec, call_deadline()); })) break;
+            bool acked = false;
+            with_retry("ack", [&] { acked = queue.ack(l, call_deadline()); });
             renewer.release(l.lease_id);
-            ++res.handed_back;
-            continue;
+            if (!acked || renewer.lost(l.lease_id)) ++res.lost_leases;
+            ++res.completed;
+            if (accounting) accounting->add(Counter::kSamplesGenerated, static_cast<int64_t>(rec.samples.size()));
           }
-          if (rec->task_id.empty()) rec->task_id = l.task.task_id;
-          if (rec->task_id != l.task.task_id || rec->attempt != l.task.attempt) {
-            throw Error("worker " + config.worker_id + ": process() returned a record for '" +
-                            rec->task_id + "#" + std::to_string(rec->attempt) +
-                            "' while working on '" + l.task.task_id + "#" +
-                            std::to_string(l.task.attempt) + "'",
-                        "copy task_id and attempt from the task unit into the record",
-                        ErrorCode::kInternal);
-          }
-          if (rec->worker_id.empty()) rec->worker_id = config.worker_id;
-          if (rec->cursor == 0) rec->cursor = l.task.cursor;
-          if (rec->leased_unix_ms == 0) rec->leased_unix_ms = leased_ms;
-          if (rec->finished_unix_ms == 0) rec->finished_unix_ms = unix_ms_now();
-          // Put first, then ack: a crash in between re-delivers the task and the trainer
-          // drops the duplicate; the reverse order could lose it.
-          if (!with_retry("put experience", [&] { buffer.put(*rec, call_deadline()); })) break;
-          bool acked = false;
-          with_retry("ack", [&] { acked = queue.ack(l, call_deadline()); });
-          renewer.release(l.lease_id);
-          if (!acked || renewer.lost(l.lease_id)) ++res.lost_leases;
-          ++res.completed;
-          if (accounting) accounting->add(Counter::kSamplesGenerated, static_cast<int64_t>(rec->samples.size()));
         }
       } catch (...) {
         for (size_t k = i; k < leases.size(); ++k) {

@@ -1,25 +1,31 @@
-// run_worker_loop: the model-agnostic skeleton of a rollout worker. It leases task units,
-// renews the leases on a background thread while `process` runs, puts each record into the
-// experience buffer and then acks the task; on a drain (SIGTERM, Spot notice) it stops
-// leasing, finishes what fits before the drain deadline, nacks the rest so another worker
-// takes them at once, and returns exit code 0. The generation engine lives in `process`.
+// run_worker_loop: the model-agnostic skeleton of a rollout worker. It leases up to
+// tasks_per_lease task units at a time and hands the whole batch to `process` (one batched
+// generate call), renewing the leases on a background thread while it runs; then, per
+// record, it puts the record into the experience buffer and acks its task. On a drain
+// (SIGTERM, Spot notice) it stops leasing, starts a batch only if it is expected to finish
+// before the drain deadline, nacks the rest so another worker takes them at once, and
+// returns exit code 0. The generation engine lives in `process`.
 //
-//   WorkerLoopConfig cfg{.worker_id = "pod-3", .lease_seconds = 30};
+//   WorkerLoopConfig cfg{.worker_id = "pod-3", .tasks_per_lease = 8, .lease_seconds = 30};
 //   WorkerLoopResult r = run_worker_loop(cfg, queue, buffer, drain,
-//       [&](const TaskUnit& t, const WorkContext& ctx) -> std::optional<ExperienceRecord> {
-//         while (decoding) { if (ctx.should_abort()) return std::nullopt; ... }
-//         return record;   // nullopt = hand the task back
+//       [&](const std::vector<Lease>& leases, const WorkContext& ctx) {
+//         std::vector<std::optional<ExperienceRecord>> out(leases.size());  // nullopt = hand back
+//         while (decoding) { if (ctx.should_abort()) return out; ... }
+//         for (size_t i = 0; i < leases.size(); ++i) out[i] = record_of(leases[i].task);
+//         return out;   // one entry per lease, in order
 //       });
 //   return r.exit_code;
 // Thread-safety: run it on one thread per worker; queue/buffer may be shared (they are
 // thread-safe). Queue/buffer errors (Redis down past call_timeout_seconds) are logged and
-// retried until the drain deadline; `process` exceptions propagate after the held leases are
-// handed back.
+// retried until the drain deadline. `process` exceptions, and a result that does not match
+// the batch (size, task_id/attempt: moerl::Error kInternal), propagate after every lease not
+// yet put is handed back.
 #pragma once
 
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/accounting.h"
 #include "runtime/drain.h"
@@ -40,29 +46,31 @@ struct WorkerLoopConfig {
   void validate() const;
 };
 
+// What `process` may ask the loop while it runs a batch.
 class WorkContext {
  public:
-  WorkContext(const Lease& lease, const DrainController& drain, double margin)
-      : lease_(lease), drain_(drain), margin_(margin) {}
-  const Lease& lease() const { return lease_; }
+  WorkContext(const DrainController& drain, double margin) : drain_(drain), margin_(margin) {}
   // True when a drain is under way and its deadline (less the margin) is reached: abandon
-  // the task and return nullopt so it is handed back.
+  // the batch and return nullopt for the unfinished tasks so they are handed back.
   bool should_abort() const {
     return drain_.state() != DrainState::kRunning && !drain_.fits(margin_);
   }
   bool draining() const { return drain_.state() != DrainState::kRunning; }
 
  private:
-  const Lease& lease_;
   const DrainController& drain_;
   double margin_;
 };
 
-using ProcessFn = std::function<std::optional<ExperienceRecord>(const TaskUnit&, const WorkContext&)>;
+// Processes one leased batch: returns one entry per lease, in the leases' order; nullopt
+// hands that task back. A record's empty task_id, worker_id, zero cursor and timestamps are
+// filled from its lease; task_id and attempt must match it.
+using ProcessBatchFn = std::function<std::vector<std::optional<ExperienceRecord>>(
+    const std::vector<Lease>& leases, const WorkContext& ctx)>;
 
 struct WorkerLoopResult {
   int64_t completed = 0;     // records put and tasks acked
-  int64_t handed_back = 0;   // nacked (drain or process returned nullopt)
+  int64_t handed_back = 0;   // nacked (drain, or process returned nullopt)
   int64_t lost_leases = 0;   // renew/ack found the lease taken over (record still put)
   int64_t errors = 0;        // queue/buffer calls that failed and were retried
   double busy_seconds = 0;   // inside process()
@@ -74,6 +82,6 @@ struct WorkerLoopResult {
 
 WorkerLoopResult run_worker_loop(const WorkerLoopConfig& config, TaskQueue& queue,
                                  ExperienceBuffer& buffer, DrainController& drain,
-                                 const ProcessFn& process, Accounting* accounting = nullptr);
+                                 const ProcessBatchFn& process, Accounting* accounting = nullptr);
 
 }  // namespace moerl::runtime
