@@ -14,6 +14,7 @@
 
 #include "base/files.h"
 #include "base/jsonl.h"
+#include "e2e/tiny_job.h"
 #include "job/roles.h"
 
 namespace moerl::train {
@@ -21,43 +22,6 @@ using namespace moerl::job;  // NOLINT: the job API under test
 namespace {
 
 namespace fs = std::filesystem;
-
-const char* kTinyJob = R"(
-[model]
-init = "random"
-hidden_size = 32
-num_hidden_layers = 1
-num_attention_heads = 2
-num_key_value_heads = 1
-num_experts = 4
-num_experts_per_tok = 2
-moe_intermediate_size = 32
-max_position_embeddings = 32
-seed = 3
-[task]
-name = "addition"
-digits = 1
-seed = 5
-format_reward = 0.2
-[algorithm]
-algorithm = "grpo"
-group_size = 4
-eps_high = 0.28
-[rollout]
-prompts_per_step = 4
-max_new_tokens = 3
-[train]
-sft_steps = 40
-sft_batch_size = 16
-steps = 6
-lr = 1e-3
-warmup_steps = 2
-micro_batch_size = 8
-eval_prompts = 16
-keep_checkpoints = 4
-seed = 11
-threads = 1
-)";
 
 // Losses are compared with the committed curve to a relative 1e-5 per value; phases, steps
 // and rewards (means of verifiable rewards, summed exactly in double) must be equal.
@@ -104,7 +68,7 @@ std::vector<nlohmann::json> curve(const fs::path& run_dir) {
 }
 
 nlohmann::json run(const fs::path& dir, int64_t stop_after) {
-  JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
+  JobConfig cfg = e2e::tiny_job();
   JobOptions o;
   o.run_dir = dir.string();
   o.plot = false;
@@ -139,7 +103,7 @@ struct TempRun {
 // commit the post-SFT state twice under one step name and fail on the second.
 TEST(Golden, SftOnlyRunFinishes) {
   TempRun r("sft");
-  JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
+  JobConfig cfg = e2e::tiny_job();
   cfg.train.steps = 0;
   cfg.train.checkpoint_every = 10;
   nlohmann::json s = r.run(cfg);
@@ -153,7 +117,7 @@ TEST(Golden, SftOnlyRunFinishes) {
 // and the filtered groups are counted.
 TEST(Golden, DynamicSamplingTrainsOnlyGroupsWithSignal) {
   TempRun r("dyn");
-  JobConfig cfg = JobConfig::parse(ConfigDoc::parse(kTinyJob, "golden.toml"));
+  JobConfig cfg = e2e::tiny_job();
   cfg.rollout.dynamic_sampling = true;
   cfg.rollout.max_sampling_rounds = 8;
   nlohmann::json s = r.run(cfg);
@@ -175,12 +139,8 @@ TEST(Golden, DynamicSamplingTrainsOnlyGroupsWithSignal) {
 // spread, so each step spends its budget and trains one batch-sized round as drawn.
 TEST(Golden, DynamicSamplingWithoutSignalTrainsABatchAsDrawn) {
   TempRun r("flat");
-  std::string text = kTinyJob;
-  text.replace(text.find("format_reward = 0.2"), 19, "format_reward = 0.0");
-  text.replace(text.find("sft_steps = 40"), 14, "sft_steps = 0");
-  JobConfig cfg = JobConfig::parse(ConfigDoc::parse(text, "golden.toml"));
-  cfg.rollout.dynamic_sampling = true;
-  cfg.rollout.max_sampling_rounds = 3;
+  JobConfig cfg = e2e::tiny_job({"task.format_reward=0.0", "train.sft_steps=0", "rollout.dynamic_sampling=true",
+                                 "rollout.max_sampling_rounds=3"});
   nlohmann::json s = r.run(cfg);
   EXPECT_EQ(s["steps"]["rl"], 6);
   EXPECT_EQ(s["sampling"]["groups_filtered"], 6 * 4 * 3);  // every prompt of every budget
