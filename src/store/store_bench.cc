@@ -15,7 +15,7 @@
 #include "base/error.h"
 #include "base/files.h"
 #include "base/log.h"
-#include "store/digest.h"
+#include "io/checksum.h"
 #include "store/file_util.h"
 #include "store/s3/s3_store.h"
 
@@ -34,7 +34,7 @@ static std::string make_file(const std::string& path, uint64_t bytes) {
   if (fd < 0) throw io_error("create", path, errno, "bench");
   std::vector<uint64_t> buf(1 << 17);  // 1 MiB
   uint64_t x = 0x9E3779B97F4A7C15ull;
-  Sha256 sha;
+  io::Sha256 sha;
   for (uint64_t done = 0; done < bytes;) {
     for (auto& w : buf) {
       x ^= x << 13;
@@ -139,7 +139,7 @@ StoreBenchResult run_store_bench(const StoreBenchConfig& c) {
     t0 = now_seconds();
     s3.get_file("moerl.bin", dst);
     down.push_back(now_seconds() - t0);
-    if (sha256_file_hex(dst) != sha) {
+    if (io::sha256_file_hex(dst) != sha) {
       throw Error("bench store: the object moerl downloaded differs from the one it uploaded", "this is a bug; report it",
                   ErrorCode::kInternal);
     }

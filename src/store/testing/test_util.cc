@@ -16,7 +16,7 @@
 
 #include "base/error.h"
 #include "base/files.h"
-#include "store/digest.h"
+#include "io/checksum.h"
 
 namespace moerl::store::testing {
 
@@ -62,7 +62,7 @@ std::string read_file(const std::string& path) {
 
 std::string write_random_file(const std::string& path, uint64_t n, uint64_t seed) {
   std::ofstream f(path, std::ios::binary);
-  Sha256 sha;
+  io::Sha256 sha;
   uint64_t done = 0;
   uint64_t block = 0;
   while (done < n) {
@@ -126,7 +126,7 @@ void run_store_contract(ObjectStore& s, const TempDir& tmp, uint64_t big) {
   s.put_file("files/big.bin", src);
   EXPECT_EQ(s.head("files/big.bin")->size, big);
   s.get_file("files/big.bin", dst);
-  EXPECT_EQ(sha256_file_hex(dst), sha);
+  EXPECT_EQ(io::sha256_file_hex(dst), sha);
   EXPECT_EQ(s.get_range("files/big.bin", big - 10, 10), read_file(src).substr(big - 10));
 
   // conditional create, also under contention: exactly one writer wins
