@@ -37,24 +37,16 @@ std::string env_name(const std::string& entry) { return entry.substr(0, entry.fi
 // filling in. Empty when nothing changes (the child then inherits `environ` as is).
 std::vector<std::string> child_env(const SpawnOptions& o) {
   if (o.set_env.empty() && o.default_env.empty() && o.unset_env.empty()) return {};
-  auto listed = [](const std::string& name, const auto& list, auto key) {
-    return std::any_of(list.begin(), list.end(), [&](const auto& e) { return key(e) == name; });
-  };
-  auto first = [](const auto& kv) { return kv.first; };
-  auto self = [](const std::string& s) { return s; };
   std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string name = env_name(*e);
-    if (!listed(name, o.unset_env, self) && !listed(name, o.set_env, first)) env.emplace_back(*e);
-  }
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  auto named = [](const std::string& name) { return [&name](const std::string& e) { return env_name(e) == name; }; };
+  for (const std::string& name : o.unset_env) std::erase_if(env, named(name));
   for (const auto& [name, value] : o.set_env) {
-    // NOTE: a later entry for the same name wins (getenv would return the first).
-    std::erase_if(env, [&](const std::string& e) { return env_name(e) == name; });
+    std::erase_if(env, named(name));  // NOTE: a later entry for the same name wins
     env.push_back(name + "=" + value);
   }
   for (const auto& [name, value] : o.default_env) {
-    bool present = std::any_of(env.begin(), env.end(), [&](const std::string& e) { return env_name(e) == name; });
-    if (!present) env.push_back(name + "=" + value);
+    if (std::none_of(env.begin(), env.end(), named(name))) env.push_back(name + "=" + value);
   }
   return env;
 }
