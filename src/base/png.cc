@@ -4,14 +4,12 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "base/check.h"
 #include "base/error.h"
+#include "base/files.h"
 
 namespace moerl {
 
@@ -305,21 +303,8 @@ std::vector<uint8_t> encode_png(const Image& image, PngCompression mode) {
 
 void write_png(const Image& image, const std::string& path, PngCompression mode) {
   std::vector<uint8_t> bytes = encode_png(image, mode);
-  // Write beside the target, then rename: a reader never sees half a PNG.
-  std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    throw Error("cannot write '" + path + "': " + std::strerror(errno),
-                "check that the output directory exists and is writable", ErrorCode::kIo);
-  }
-  size_t wrote = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  bool closed = std::fclose(f) == 0;
-  bool ok = wrote == bytes.size() && closed;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error("writing '" + path + "' failed: " + std::strerror(errno),
-                "check free disk space", ErrorCode::kIo);
-  }
+  // A reader never sees half a PNG.
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace moerl

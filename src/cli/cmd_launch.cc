@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +21,7 @@
 
 #include "base/env.h"
 #include "base/error.h"
+#include "base/subprocess.h"
 #include "cli/command.h"
 
 namespace moerl::cli {
@@ -69,35 +69,28 @@ void emit(Stream& s, bool prefix, bool flush_partial) {
 }
 
 struct Rank {
-  pid_t pid = -1;
-  bool running = true;
+  Subprocess process;
   int status = 0;  // exit code, or 128 + signal
 };
 
-pid_t spawn(const std::vector<std::string>& cmd, int rank, int n, int port, int out_fd, int err_fd) {
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  setpgid(0, 0);  // own group: the launcher alone decides which signals reach the rank
-  dup2(out_fd, 1);
-  dup2(err_fd, 2);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-  setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
-  setenv("RANK", std::to_string(rank).c_str(), 1);
-  setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+Subprocess spawn(const std::vector<std::string>& cmd, int rank, int n, int port, int out_fd, int err_fd) {
+  SpawnOptions o;
+  o.group = ProcessGroup::kNew;  // own group: the launcher alone decides which signals reach the rank
+  o.stdout_to = Redirect::to_fd(out_fd);
+  o.stderr_to = Redirect::to_fd(err_fd);
+  o.set_env = {{"MASTER_ADDR", "127.0.0.1"},
+               {"MASTER_PORT", std::to_string(port)},
+               {"WORLD_SIZE", std::to_string(n)},
+               {"RANK", std::to_string(rank)},
+               {"LOCAL_RANK", std::to_string(rank)}};
   // One machine: libfabric's socket providers bind to loopback unless told otherwise.
-  setenv("FI_TCP_IFACE", "lo", 0);
-  setenv("FI_SOCKETS_IFACE", "lo", 0);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  setenv("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(n))).c_str(), 0);
-  std::vector<char*> argv;
-  std::string self = "/proc/self/exe";
-  for (size_t i = 0; i < cmd.size(); ++i)
-    argv.push_back(const_cast<char*>(i == 0 && cmd[0] == "moerl" ? self.c_str() : cmd[i].c_str()));
-  argv.push_back(nullptr);
-  execvp(argv[0], argv.data());
-  std::fprintf(stderr, "moerl launch: cannot run '%s': %s\n", cmd[0].c_str(), std::strerror(errno));
-  _exit(127);
+  o.default_env = {{"FI_TCP_IFACE", "lo"},
+                   {"FI_SOCKETS_IFACE", "lo"},
+                   {"OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(n)))}};
+  std::vector<std::string> argv = cmd;
+  if (argv[0] == "moerl") argv[0] = "/proc/self/exe";
+  return Subprocess::spawn(argv, o);
 }
 
 int run_launch(Args& args) {
@@ -135,8 +128,8 @@ int run_launch(Args& args) {
   std::vector<Stream> streams;
   for (int r = 0; r < n; ++r) {
     int out[2], err[2];
-    if (pipe(out) != 0 || pipe(err) != 0) throw Error("moerl launch: pipe() failed", "", ErrorCode::kIo);
-    ranks[r].pid = spawn(cmd, r, static_cast<int>(n), port, out[1], err[1]);
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw Error("moerl launch: pipe() failed", "", ErrorCode::kIo);
+    ranks[r].process = spawn(cmd, r, static_cast<int>(n), port, out[1], err[1]);
     close(out[1]);
     close(err[1]);
     streams.push_back({out[0], r, stdout, ""});
@@ -149,8 +142,7 @@ int run_launch(Args& args) {
   double all_exited_at = -1;
   auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
   auto signal_all = [&](int sig) {
-    for (auto& r : ranks)
-      if (r.running) kill(-r.pid, sig), kill(r.pid, sig);
+    for (auto& r : ranks) r.process.signal(sig);
   };
   for (;;) {
     std::vector<pollfd> fds;
@@ -180,11 +172,9 @@ int run_launch(Args& args) {
     }
     bool any_running = false;
     for (int r = 0; r < n; ++r) {
-      if (!ranks[r].running) continue;
-      int st = 0;
-      if (waitpid(ranks[r].pid, &st, WNOHANG) == ranks[r].pid) {
-        ranks[r].running = false;
-        ranks[r].status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      if (ranks[r].process.exit_status()) continue;
+      if (std::optional<int> st = ranks[r].process.poll()) {
+        ranks[r].status = *st;
         if (ranks[r].status != 0 && failed_rank < 0 && !g_signal) {
           failed_rank = r;
           result = ranks[r].status;

@@ -4,17 +4,17 @@
 // reward per step, checkpoints and weight versions in the S3 test server). A rehearsal that
 // misses its deadline or is interrupted must leave no process behind.
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
+#include "base/deadline.h"
+#include "base/subprocess.h"
 #include "deploy/test_util.h"
 
 namespace moerl::deploy {
@@ -98,18 +98,13 @@ TEST(Rehearsal, MissedDeadlineOrInterruptLeavesNoProcessBehind) {
   // SIGTERM to the script while the roles run (what ctest's timeout or Ctrl-C does).
   work = testing::temp_dir("rehearse-sigterm");
   std::string log = work + ".log";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::setenv("MOERL_BIN", bin.c_str(), 1);
-    std::string s = script();
-    ::execlp("bash", "bash", s.c_str(), "--work", work.c_str(), "--timeout", "120", "--set", "train.steps=100000",
-             static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  SpawnOptions o;
+  o.stdout_to = Redirect::file(log, FileMode::kTruncate);
+  o.stderr_to = Redirect::to_stdout();
+  o.set_env = {{"MOERL_BIN", bin}};
+  o.parent_death_signal = SIGKILL;
+  Subprocess rehearsal = Subprocess::spawn(
+      {"bash", script(), "--work", work, "--timeout", "120", "--set", "train.steps=100000"}, o);
   bool running = false;
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60); std::chrono::steady_clock::now() < end;) {
     if (testing::read_file(log).find("rollout env (rendered)") != std::string::npos) {
@@ -121,15 +116,10 @@ TEST(Rehearsal, MissedDeadlineOrInterruptLeavesNoProcessBehind) {
   ASSERT_TRUE(running) << testing::read_file(log);
   std::this_thread::sleep_for(std::chrono::seconds(2));
   EXPECT_GE(processes_in(work).size(), 4u) << "expected redis, S3 server, trainer and rollout workers running";
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  int waited = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0 && waited < 300) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ++waited;
-  }
-  ASSERT_LT(waited, 300) << "the rehearsal did not stop within 30 s of SIGTERM";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << testing::read_file(log);
+  rehearsal.signal(SIGTERM);
+  std::optional<int> status = rehearsal.wait_for(Deadline::after_seconds(30));
+  ASSERT_TRUE(status.has_value()) << "the rehearsal did not stop within 30 s of SIGTERM";
+  EXPECT_TRUE(!rehearsal.killed_by_signal() && *status != 0) << testing::read_file(log);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(joined(processes_in(work)), "") << testing::read_file(log);
   EXPECT_FALSE(std::filesystem::exists(work));

@@ -1,12 +1,10 @@
 // Assembles the rendered file set and writes it. Validation happens before anything renders.
 #include "deploy/render.h"
 
-#include <sys/stat.h>
-
-#include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "deploy/pod_spec.h"
 
 namespace moerl::deploy {
@@ -87,22 +85,9 @@ Rendered render(const InfraConfig& infra, const AppView& app, const RenderOption
 }
 
 void write_rendered(const Rendered& rendered, const std::string& out_dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
   for (const auto& f : rendered.files) {
-    fs::path p = fs::path(out_dir) / f.path;
-    fs::create_directories(p.parent_path(), ec);
-    if (ec) throw Error("deploy: cannot create " + p.parent_path().string() + ": " + ec.message(), "check --out", ErrorCode::kIo);
-    fs::path tmp = p;
-    tmp += ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (f.secret) ::chmod(tmp.c_str(), 0600);
-      out << f.content;
-      if (!out.flush()) throw Error("deploy: cannot write " + tmp.string(), "check disk space and permissions", ErrorCode::kIo);
-    }
-    fs::rename(tmp, p, ec);
-    if (ec) throw Error("deploy: cannot rename " + tmp.string() + ": " + ec.message(), "check --out", ErrorCode::kIo);
+    write_file_atomic(out_dir + "/" + f.path, f.content,
+                      {.mode = static_cast<mode_t>(f.secret ? 0600 : 0644), .parent_dirs = ParentDirs::kCreate});
   }
 }
 

@@ -3,9 +3,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
@@ -14,6 +12,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/deadline.h"
+#include "base/subprocess.h"
 #include "ep/test_ranks.h"
 
 namespace moerl::ep::testing {
@@ -38,49 +38,19 @@ static int free_port() {
 std::vector<int> run_ranks(const std::string& scenario, int world_size,
                            const std::map<std::string, std::string>& env, double timeout_s) {
   const std::string port = std::to_string(free_port());
-  std::vector<pid_t> pids;
+  std::vector<Subprocess> ranks;
   for (int r = 0; r < world_size; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", port.c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("OMP_NUM_THREADS", "1", 1);
-      setenv("FI_TCP_IFACE", "lo", 1);
-      setenv("FI_SOCKETS_IFACE", "lo", 1);
-      setenv("MOERL_EP_TEST_SCENARIO", scenario.c_str(), 1);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      execl("/proc/self/exe", "moerl_ep_tests", "--gtest_filter=EpWorker.Scenario", "--gtest_brief=1",
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    pids.push_back(pid);
+    SpawnOptions o;
+    o.set_env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"WORLD_SIZE", std::to_string(world_size)},
+                 {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}, {"OMP_NUM_THREADS", "1"},
+                 {"FI_TCP_IFACE", "lo"}, {"FI_SOCKETS_IFACE", "lo"}, {"MOERL_EP_TEST_SCENARIO", scenario}};
+    o.set_env.insert(o.set_env.end(), env.begin(), env.end());
+    ranks.push_back(Subprocess::spawn({"/proc/self/exe", "--gtest_filter=EpWorker.Scenario", "--gtest_brief=1"}, o));
   }
-  std::vector<int> status(world_size, -2);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int left = world_size;
-  while (left > 0) {
-    for (int r = 0; r < world_size; ++r) {
-      if (status[r] != -2) continue;
-      int st = 0;
-      if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
-        status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        --left;
-      }
-    }
-    if (left > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (int r = 0; r < world_size; ++r) {
-        if (status[r] != -2) continue;
-        kill(pids[r], SIGKILL);
-        waitpid(pids[r], nullptr, 0);
-        status[r] = -1;
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // -1: still running at the deadline (then SIGKILLed).
+  Deadline deadline = Deadline::after_seconds(timeout_s);
+  std::vector<int> status;
+  for (Subprocess& rank : ranks) status.push_back(rank.wait_or_kill(deadline).value_or(-1));
   return status;
 }
 

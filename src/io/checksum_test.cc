@@ -30,6 +30,11 @@ TEST(Checksum, Crc32cVectors) {
   // 32 zero bytes (RFC 3720 B.4).
   std::vector<uint8_t> zeros(32, 0);
   EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  // 32 0xFF bytes (RFC 3720 B.4).
+  std::string ones(32, '\xff');
+  EXPECT_EQ(crc32c(ones.data(), ones.size()), 0x62A8AB43u);
+  std::string ab = "hello, world";
+  EXPECT_EQ(crc32c(ab.data() + 5, ab.size() - 5, crc32c(ab.data(), 5)), crc32c(ab.data(), ab.size()));
 }
 
 TEST(Checksum, FileMatchesBuffer) {

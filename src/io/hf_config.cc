@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/files.h"
 
 namespace moerl::io {
 namespace {
@@ -362,20 +362,7 @@ std::string HfConfig::to_json() const {
 
 void HfConfig::save(const std::string& path) const {
   validate(path);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << to_json();
-    out.flush();
-    if (!out) {
-      throw Error("cannot write model config '" + tmp + "'",
-                  "check that the directory exists and the disk is not full", ErrorCode::kIo);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error("cannot rename '" + tmp + "' to '" + path + "'",
-                "check permissions on the output directory", ErrorCode::kIo);
-  }
+  write_file_atomic(path, to_json());
 }
 
 }  // namespace moerl::io

@@ -11,13 +11,13 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/files.h"
 
 namespace moerl::io {
 namespace {
@@ -367,34 +367,6 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
   data_bytes_ += nbytes;
 }
 
-namespace {
-
-void write_all(int fd, const void* buf, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t(1) << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      throw Error("cannot write '" + path + "': " + std::strerror(errno),
-                  "check free disk space and permissions", ErrorCode::kIo);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-void fsync_dir_of(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);  // NOTE: best effort; some file systems refuse fsync on directories
-    ::close(fd);
-  }
-}
-
-}  // namespace
-
 void SafetensorsWriter::write(const std::string& path,
                               const std::map<std::string, std::string>& metadata) const {
   // Layout: larger elements first, then by name, so every tensor starts at a multiple of its
@@ -426,37 +398,11 @@ void SafetensorsWriter::write(const std::string& path,
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t(text.size()) >> (8 * i));
 
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw Error("cannot create '" + tmp + "': " + std::strerror(errno),
-                "check that the output directory exists and is writable", ErrorCode::kIo);
-  }
-  try {
-    write_all(fd, len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const Entry* e : order) write_all(fd, e->data, e->nbytes, tmp);
-    if (::fsync(fd) != 0) {
-      throw Error("cannot fsync '" + tmp + "': " + std::strerror(errno),
-                  "check the disk", ErrorCode::kIo);
-    }
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw Error("cannot close '" + tmp + "': " + std::strerror(errno), "check the disk",
-                ErrorCode::kIo);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err),
-                "check permissions on the output directory", ErrorCode::kIo);
-  }
-  fsync_dir_of(path);
+  AtomicFile out(path);
+  out.write(len, 8);
+  out.write(text);
+  for (const Entry* e : order) out.write(e->data, e->nbytes);
+  out.commit();
 }
 
 }  // namespace moerl::io

@@ -93,8 +93,8 @@ class SafetensorsWriter {
   // Error if the name repeats, is "__metadata__", or nbytes != numel * dtype_size.
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
            size_t nbytes);
-  // Writes header + data to `path`.tmp, fsyncs, renames over `path`. Error (kIo) on failure,
-  // leaving any previous `path` untouched.
+  // Writes header + data through a base/files AtomicFile (temp file beside `path`, fsync,
+  // rename over `path`). Error (kIo) on failure, leaving any previous `path` untouched.
   void write(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   // Sum of tensor bytes added so far.
   size_t data_bytes() const { return data_bytes_; }

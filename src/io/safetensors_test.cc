@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/files.h"
 
 namespace moerl::io {
 namespace {
@@ -200,7 +202,10 @@ TEST_F(SafetensorsFiles, WriterLayoutAndReadBack) {
   EXPECT_EQ((8 + n) % 8, 0u) << "data section must start 8-aligned";
   EXPECT_EQ(raw[8], '{');
   EXPECT_EQ(raw.size(), 8 + n + w.data_bytes());
-  EXPECT_FALSE(std::ifstream(p + ".tmp").good()) << "temp file left behind";
+  const std::string written = std::filesystem::path(p).filename().string();
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(p).parent_path())) {
+    EXPECT_NE(atomic_temp_target(e.path().filename().string()), written) << "temp file left behind: " << e.path();
+  }
 
   SafetensorsFile f = SafetensorsFile::open(p);
   EXPECT_EQ(f.metadata().at("step"), "12");

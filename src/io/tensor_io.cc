@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/files.h"
 
 namespace moerl::io {
 namespace {
@@ -116,23 +117,6 @@ std::map<std::string, at::Tensor> load_sharded(const fs::path& dir) {
     load_file_into(file, out);
   }
   return out;
-}
-
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      throw Error("cannot write '" + tmp + "'", "check free disk space and permissions",
-                  ErrorCode::kIo);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno),
-                "check permissions on the output directory", ErrorCode::kIo);
-  }
 }
 
 // Contiguous CPU copies (no copy when already so) kept alive while a writer points at them.
@@ -273,7 +257,7 @@ void save_tensors(const std::string& dir_or_file, const std::map<std::string, at
     for (const Prepared* p : shards[i]) weight_map[p->name] = fname;
   }
   json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  write_text_atomic(index_path.string(), index.dump(2) + "\n");
+  write_file_atomic(index_path.string(), index.dump(2) + "\n");
   // Remove what an earlier save left that the new index does not reference.
   fs::remove(dir / kSingleName, ec);
   for (const auto& entry : fs::directory_iterator(dir, ec)) {

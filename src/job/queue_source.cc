@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "rollout/group_rollout.h"
 #include "rollout/worker.h"
-#include "store/digest.h"
+#include "io/checksum.h"
 
 namespace moerl::job {
 
@@ -160,7 +160,7 @@ void QueueSource::after_step(StepExperience& step) {
 nlohmann::json QueueSource::snapshot() {
   if (!ctl_) return nullptr;  // before RL (the SFT checkpoint)
   pending_ = ctl_->snapshot();
-  return {{"buffer", store::to_hex(pending_->encode())}, {"first_cursor", first_cursor_}};
+  return {{"buffer", io::to_hex(pending_->encode())}, {"first_cursor", first_cursor_}};
 }
 
 void QueueSource::checkpoint_committed() {

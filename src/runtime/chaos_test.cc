@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <map>
 #include <random>
 #include <thread>
 
+#include "base/subprocess.h"
 #include "runtime/accounting.h"
 #include "runtime/redis_queue.h"
 #include "runtime/test_records.h"
@@ -24,9 +24,10 @@ namespace {
 
 constexpr const char* kNs = "chaos";
 
-pid_t spawn_worker(const RedisUrl& url, const std::string& name, unsigned seed) {
+// NOTE: fork without exec: the child runs the worker loop of this test binary.
+Subprocess spawn_worker(const RedisUrl& url, const std::string& name, unsigned seed) {
   pid_t pid = fork();
-  if (pid != 0) return pid;
+  if (pid != 0) return Subprocess::adopt(pid, "worker " + name);
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
   int code = 5;
   try {
@@ -57,19 +58,12 @@ pid_t spawn_worker(const RedisUrl& url, const std::string& name, unsigned seed) 
   _exit(code);
 }
 
-int stop_worker(pid_t pid, int sig, double timeout_seconds) {
-  kill(pid, sig);
-  double t0 = now_seconds();
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (now_seconds() - t0 > timeout_seconds) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+// Exit code; -1 if still running after timeout_seconds (then SIGKILLed), -2 if a signal ended it.
+int stop_worker(Subprocess& worker, int sig, double timeout_seconds) {
+  worker.signal(sig);
+  std::optional<int> status = worker.wait_or_kill(Deadline::after_seconds(timeout_seconds));
+  if (!status) return -1;
+  return worker.killed_by_signal() ? -2 : *status;
 }
 
 class ChaosTest : public RedisTest {};
@@ -83,7 +77,7 @@ TEST_F(ChaosTest, KillsAndRestartsLoseNothingAndTrainNothingTwice) {
   acc.add(Counter::kTasksCreated, kTasks);
 
   std::mt19937 rng(2026);
-  std::vector<pid_t> workers(3);
+  std::vector<Subprocess> workers(3);
   std::vector<int> generation(3, 0);
   auto name_of = [&](int slot) {
     // Odd generations reuse the previous name: a restarted pod with a stable name.

@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <thread>
 
 #include "base/error.h"
+#include "base/subprocess.h"
 #include "runtime/in_process_queue.h"
 #include "runtime/redis_queue.h"
 #include "runtime/spot_watcher.h"
@@ -195,6 +195,7 @@ TEST_F(DrainRedisTest, SigtermDrainsWorkerProcess) {
     }
     _exit(code);
   }
+  Subprocess worker = Subprocess::adopt(pid, "victim");  // NOTE: fork without exec (test code)
   RedisExperienceBuffer trainer(url, "drain");
   std::vector<ExperienceRecord> got;
   Deadline first = Deadline::after_seconds(20);
@@ -203,15 +204,12 @@ TEST_F(DrainRedisTest, SigtermDrainsWorkerProcess) {
   }
   ASSERT_GE(got.size(), 2u) << "the worker never produced experience";
   std::this_thread::sleep_for(std::chrono::milliseconds(150));  // mid-task
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  ASSERT_TRUE(worker.signal(SIGTERM));
   double t0 = now_seconds();
-  int status = -1;
-  while (waitpid(pid, &status, WNOHANG) == 0 && now_seconds() - t0 < kDrainSeconds + 5) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  std::optional<int> status = worker.wait_for(Deadline::after_seconds(kDrainSeconds + 5));
   double took = now_seconds() - t0;
-  ASSERT_TRUE(WIFEXITED(status)) << "worker did not exit (status " << status << ")";
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_TRUE(status && !worker.killed_by_signal()) << "worker did not exit (status " << status.value_or(-1) << ")";
+  EXPECT_EQ(*status, 0);
   // Slack for process exit and this poll loop on a loaded 2-core box.
   EXPECT_LT(took, kDrainSeconds + 1.0) << "drain overran its deadline";
   for (auto& r : trainer.take(kTasks, Deadline::after_seconds(0.3))) got.push_back(r);

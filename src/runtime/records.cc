@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "base/error.h"
+#include "io/checksum.h"
 #include "runtime/byte_codec.h"
-#include "runtime/crc32c.h"
 
 namespace moerl::runtime {
 namespace {
@@ -36,7 +36,7 @@ std::string frame_record(const char magic[4], uint16_t version, const std::strin
   w.put<uint16_t>(version);
   w.put<uint16_t>(0);  // flags: none defined in version 1
   w.put<uint32_t>(static_cast<uint32_t>(payload.size()));
-  w.put<uint32_t>(crc32c(payload.data(), payload.size()));
+  w.put<uint32_t>(io::crc32c(payload.data(), payload.size()));
   w.bytes() += payload;
   return std::move(w.bytes());
 }
@@ -74,7 +74,7 @@ std::string_view unframe_record(std::string_view bytes, const char magic[4], uin
         "the record was truncated or concatenated with another");
   }
   std::string_view payload = bytes.substr(kHeaderBytes);
-  uint32_t actual = crc32c(payload.data(), payload.size());
+  uint32_t actual = io::crc32c(payload.data(), payload.size());
   if (actual != crc) {
     bad(std::string(what) + ": checksum mismatch (header crc32c " + std::to_string(crc) +
             ", payload crc32c " + std::to_string(actual) + ")",

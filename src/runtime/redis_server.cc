@@ -1,15 +1,11 @@
-// RedisServer: fork/exec of redis-server with loopback-only, AOF-always settings, and a
-// PING wait (which also waits out AOF loading after a restart).
+// RedisServer: redis-server as a base/subprocess child with loopback-only, AOF-always
+// settings, and a PING wait (which also waits out AOF loading after a restart).
 #include "runtime/redis_server.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/subprocess.h"
 #include "runtime/redis_client.h"
 
 namespace moerl::runtime {
@@ -51,11 +48,6 @@ RedisServer RedisServer::start(const std::string& dir, Deadline deadline, int po
   return s;
 }
 
-RedisServer::RedisServer(RedisServer&& o) noexcept
-    : dir_(std::move(o.dir_)), port_(o.port_), password_(std::move(o.password_)), pid_(o.pid_) {
-  o.pid_ = -1;
-}
-
 RedisServer::~RedisServer() {
   try {
     stop();
@@ -77,37 +69,25 @@ void RedisServer::spawn(Deadline deadline) {
     args.push_back("--requirepass");
     args.push_back(password_);
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) throw Error(std::string("fork(): ") + std::strerror(errno), "", ErrorCode::kIo);
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_RDWR);
-    if (devnull >= 0) {
-      dup2(devnull, 0);
-      dup2(devnull, 1);
-    }
-    // NOTE: a new process group, so a test's SIGTERM to its own group cannot reach Redis.
-    setpgid(0, 0);
-    // NOTE: redis-server must not outlive a crashed launcher (test or `moerl train`). The
-    // signal follows the forking thread, so start servers from a long-lived thread.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    execvp("redis-server", argv.data());
-    _exit(127);
-  }
-  pid_ = pid;
+  SpawnOptions o;
+  o.stdin_from = Redirect::dev_null();
+  o.stdout_to = Redirect::dev_null();
+  // NOTE: a new process group, so a test's SIGTERM to its own group cannot reach Redis.
+  o.group = ProcessGroup::kNew;
+  // NOTE: redis-server must not outlive a crashed launcher (test or `moerl train`). The
+  // signal follows the forking thread, so start servers from a long-lived thread.
+  o.parent_death_signal = SIGTERM;
+  process_ = Subprocess::spawn(args, o);
   RedisOptions fast;
   fast.connect_timeout_seconds = 0.5;
   fast.backoff_max_seconds = 0.1;
   fast.min_io_timeout_seconds = 0.5;
   RedisClient probe(parse_redis_url(url()), fast);
   while (true) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
+    if (std::optional<int> status = process_.poll()) {
+      process_ = Subprocess();
       throw Error("redis-server on 127.0.0.1:" + std::to_string(port_) + " exited at start (status " +
-                      std::to_string(status) + "); see " + dir_ + "/redis.log",
+                      std::to_string(*status) + "); see " + dir_ + "/redis.log",
                   "install it (scripts/install-deps.sh installs redis-server) or pick another port",
                   ErrorCode::kUnavailable);
     }
@@ -128,23 +108,15 @@ void RedisServer::spawn(Deadline deadline) {
 }
 
 void RedisServer::kill9() {
-  if (pid_ <= 0) return;
-  kill(pid_, SIGKILL);
-  waitpid(pid_, nullptr, 0);
-  pid_ = -1;
+  if (process_.pid() <= 0) return;
+  process_.kill();
+  process_ = Subprocess();
 }
 
 void RedisServer::stop() {
-  if (pid_ <= 0) return;
-  kill(pid_, SIGTERM);
-  for (int i = 0; i < 500; ++i) {
-    if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill9();
+  if (process_.pid() <= 0) return;
+  process_.stop(5.0);
+  process_ = Subprocess();
 }
 
 void RedisServer::restart(Deadline deadline) {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "base/deadline.h"
+#include "base/subprocess.h"
 
 namespace moerl::runtime {
 
@@ -26,14 +27,14 @@ class RedisServer {
  public:
   static RedisServer start(const std::string& dir, Deadline deadline, int port = 0,
                            const std::string& password = "");
-  RedisServer(RedisServer&& other) noexcept;
+  RedisServer(RedisServer&& other) noexcept = default;
   RedisServer& operator=(RedisServer&&) = delete;
   ~RedisServer();
 
   std::string url(int db = 0) const;
   int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return process_.pid(); }
+  bool running() const { return process_.pid() > 0; }  // started and not stopped by us
   void kill9();                       // SIGKILL + reap: a crash, AOF keeps what was fsynced
   void stop();                        // SIGTERM + reap (SIGKILL after 5 s)
   void restart(Deadline deadline);    // same port, dir and password
@@ -46,7 +47,7 @@ class RedisServer {
   std::string dir_;
   int port_ = 0;
   std::string password_;
-  pid_t pid_ = -1;
+  Subprocess process_;  // empty before start and after kill9/stop
 };
 
 }  // namespace moerl::runtime

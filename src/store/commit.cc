@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "store/digest.h"
+#include "io/checksum.h"
 
 namespace moerl::store {
 
@@ -38,7 +38,7 @@ static json manifest_body(const Manifest& m) {
 std::string Manifest::to_json() const {
   json j = manifest_body(*this);
   // NOTE: nlohmann::json keeps object keys sorted, so dump() is canonical for the checksum.
-  j["checksum"] = sha256_hex(j.dump());
+  j["checksum"] = io::sha256_hex(j.dump());
   return j.dump(1) + "\n";
 }
 
@@ -63,7 +63,7 @@ Manifest Manifest::parse(std::string_view text, const std::string& where) {
   }
   std::string checksum = j.value("checksum", "");
   j.erase("checksum");
-  if (checksum != sha256_hex(j.dump())) throw bad("checksum mismatch (the manifest was altered or truncated)");
+  if (checksum != io::sha256_hex(j.dump())) throw bad("checksum mismatch (the manifest was altered or truncated)");
   Manifest m;
   try {
     m.prefix = j.at("prefix").get<std::string>();
@@ -99,7 +99,7 @@ void CommitWriter::add(const std::string& name, uint64_t size, std::string sha25
 void CommitWriter::put_file(const std::string& name, const std::string& path) {
   check_name(name);
   uint64_t size = 0;
-  std::string sha = sha256_file_hex(path, &size);
+  std::string sha = io::sha256_file_hex(path, &size);
   store_.put_file(join_key(prefix_, name), path);
   add(name, size, sha);
 }
@@ -107,7 +107,7 @@ void CommitWriter::put_file(const std::string& name, const std::string& path) {
 void CommitWriter::put_bytes(const std::string& name, std::string_view bytes) {
   check_name(name);
   store_.put(join_key(prefix_, name), bytes);
-  add(name, bytes.size(), sha256_hex(bytes));
+  add(name, bytes.size(), io::sha256_hex(bytes));
 }
 
 Manifest CommitWriter::commit(const json& extra, LatestPointer latest) {
@@ -242,7 +242,7 @@ const CommitEntry& CommitReader::entry(const std::string& name) const {
 std::string CommitReader::get_bytes(const std::string& name) {
   const CommitEntry& e = entry(name);
   std::string data = store_->get(join_key(prefix(), name));
-  if (data.size() != e.size || sha256_hex(data) != e.sha256) {
+  if (data.size() != e.size || io::sha256_hex(data) != e.sha256) {
     throw Error("commit " + store_->uri() + "/" + prefix() + ": shard '" + name + "' does not match its manifest (size " +
                     std::to_string(data.size()) + " vs " + std::to_string(e.size) + ", or sha256)",
                 "the shard was altered after commit; use an older commit", ErrorCode::kIo);
@@ -254,7 +254,7 @@ void CommitReader::get_file(const std::string& name, const std::string& path) {
   const CommitEntry& e = entry(name);
   store_->get_file(join_key(prefix(), name), path);
   uint64_t size = 0;
-  std::string sha = sha256_file_hex(path, &size);
+  std::string sha = io::sha256_file_hex(path, &size);
   if (size != e.size || sha != e.sha256) {
     ::unlink(path.c_str());
     throw Error("commit " + store_->uri() + "/" + prefix() + ": shard '" + name + "' does not match its manifest (size " +

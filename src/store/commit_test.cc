@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "base/error.h"
-#include "store/digest.h"
 #include "store/fault_store.h"
 #include "store/local_store.h"
 #include "store/memory_store.h"

@@ -1,5 +1,5 @@
-// LocalStore: temp file + fsync + rename (or link for conditional create), directory walks
-// for listing.
+// LocalStore: base/files AtomicFile (temp file + fsync + rename, or link for a conditional
+// create) for writes, directory walks for listing.
 #include "store/local_store.h"
 
 #include <fcntl.h>
@@ -7,25 +7,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <vector>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "store/file_util.h"
 
 namespace fs = std::filesystem;
 
 namespace moerl::store {
-
-static constexpr const char* kTempTag = ".moerl-tmp-";
-
-bool is_local_temp_name(const std::string& filename) {
-  return !filename.empty() && filename[0] == '.' && filename.find(kTempTag) != std::string::npos;
-}
 
 LocalStore::LocalStore(const std::string& root) {
   std::string r = root;
@@ -41,77 +34,23 @@ std::string LocalStore::path_of(const std::string& key) const {
   return root_ == "/" ? "/" + key : root_ + "/" + key;
 }
 
-static std::string temp_path_for(const std::string& final_path) {
-  static std::atomic<uint64_t> counter{0};
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  fs::path p(final_path);
-  return (p.parent_path() / ("." + p.filename().string() + kTempTag + std::to_string(::getpid()) + "-" +
-                             std::to_string(counter++) + "-" + std::to_string(rng() % 1000000)))
-      .string();
-}
-
-std::string LocalStore::write_temp(const std::string& final_path, std::string_view bytes,
-                                   const std::string* src) const {
-  std::string tmp = temp_path_for(final_path);
-  int fd = -1;
-  // NOTE: a concurrent remove() may prune the parent directory between mkdir and open; retry.
-  for (int attempt = 0; attempt < 5 && fd < 0; ++attempt) {
-    std::error_code ec;
-    fs::create_directories(fs::path(final_path).parent_path(), ec);
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != ENOENT) break;
-  }
-  if (fd < 0) throw io_error("create", tmp, errno, uri());
-  try {
-    if (src) {
-      copy_file_to_fd(*src, fd, tmp);
-    } else {
-      write_all(fd, bytes.data(), bytes.size(), tmp);
-    }
-    if (::fsync(fd) != 0) throw io_error("fsync", tmp, errno, uri());
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  return tmp;
-}
+// NOTE: a concurrent remove() may prune the parent directory; AtomicFile recreates it.
+static constexpr AtomicFileOptions kCreateDirs{.parent_dirs = ParentDirs::kCreate};
 
 void LocalStore::put(const std::string& key, std::string_view bytes) {
-  std::string path = path_of(key);
-  std::string tmp = write_temp(path, bytes, nullptr);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw io_error("rename into", path, e, uri());
-  }
-  fsync_dir(fs::path(path).parent_path().string());
+  write_file_atomic(path_of(key), bytes, kCreateDirs);
 }
 
 void LocalStore::put_file(const std::string& key, const std::string& src) {
-  std::string path = path_of(key);
-  std::string tmp = write_temp(path, {}, &src);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw io_error("rename into", path, e, uri());
-  }
-  fsync_dir(fs::path(path).parent_path().string());
+  AtomicFile f(path_of(key), kCreateDirs);
+  copy_file_to_fd(src, f.fd(), f.temp_path());
+  f.commit();
 }
 
 PutOutcome LocalStore::put_if_absent(const std::string& key, std::string_view bytes) {
-  std::string path = path_of(key);
-  std::string tmp = write_temp(path, bytes, nullptr);
-  int rc = ::link(tmp.c_str(), path.c_str());
-  int e = errno;
-  ::unlink(tmp.c_str());
-  if (rc != 0) {
-    if (e == EEXIST) return PutOutcome::kAlreadyExists;
-    throw io_error("link into", path, e, uri());
-  }
-  fsync_dir(fs::path(path).parent_path().string());
-  return PutOutcome::kCreated;
+  AtomicFile f(path_of(key), kCreateDirs);
+  f.write(bytes);
+  return f.commit_if_absent() ? PutOutcome::kCreated : PutOutcome::kAlreadyExists;
 }
 
 int LocalStore::open_for(const std::string& key, std::string* path) const {
@@ -173,25 +112,10 @@ std::string LocalStore::get_range(const std::string& key, uint64_t offset, uint6
 
 void LocalStore::get_file(const std::string& key, const std::string& dest) {
   std::string path;
-  int fd = open_for(key, &path);
-  ::close(fd);
-  std::string tmp = temp_path_for(fs::absolute(dest).string());
-  int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (out < 0) throw io_error("create", tmp, errno, uri());
-  try {
-    copy_file_to_fd(path, out, tmp);
-    if (::fsync(out) != 0) throw io_error("fsync", tmp, errno, uri());
-  } catch (...) {
-    ::close(out);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(out);
-  if (::rename(tmp.c_str(), dest.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw io_error("rename into", dest, e, uri());
-  }
+  ::close(open_for(key, &path));
+  AtomicFile f(dest);
+  copy_file_to_fd(path, f.fd(), f.temp_path());
+  f.commit();
 }
 
 static ObjectInfo info_from_stat(const std::string& key, const struct stat& st) {
@@ -253,7 +177,7 @@ std::vector<ObjectInfo> LocalStore::list(const std::string& prefix) {
   validate_prefix(prefix);
   std::vector<ObjectInfo> out;
   walk(root_, prefix, [&](const std::string& key, const std::string& name, const struct stat& st) {
-    if (!is_local_temp_name(name)) out.push_back(info_from_stat(key, st));
+    if (!is_atomic_temp_name(name)) out.push_back(info_from_stat(key, st));
   });
   std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
   return out;
@@ -265,9 +189,9 @@ std::vector<PendingUpload> LocalStore::list_pending(const std::string& prefix) {
   // Temp files are ".NAME.moerl-tmp-..." beside NAME: match the prefix against NAME's key.
   std::string dir_prefix = prefix.substr(0, prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
   walk(root_, dir_prefix, [&](const std::string& rel, const std::string& name, const struct stat& st) {
-    if (!is_local_temp_name(name)) return;
+    if (!is_atomic_temp_name(name)) return;
     std::string dir = rel.substr(0, rel.size() - name.size());
-    std::string target = dir + name.substr(1, name.find(kTempTag) - 1);
+    std::string target = dir + atomic_temp_target(name);
     if (target.compare(0, prefix.size(), prefix) != 0) return;
     out.push_back({target, rel, st.st_mtim.tv_sec});
   });
@@ -277,7 +201,7 @@ std::vector<PendingUpload> LocalStore::list_pending(const std::string& prefix) {
 
 void LocalStore::abort_pending(const PendingUpload& upload) {
   validate_key(upload.upload_id);
-  if (!is_local_temp_name(fs::path(upload.upload_id).filename().string())) {
+  if (!is_atomic_temp_name(fs::path(upload.upload_id).filename().string())) {
     throw Error(uri() + ": '" + upload.upload_id + "' is not a pending upload (temp file) of this store",
                 "pass an entry returned by list_pending()");
   }

@@ -1,7 +1,7 @@
-// LocalStore: objects as files under a root directory. A put writes a temp file beside the
-// target (".NAME.moerl-tmp-..."), fsyncs it, renames it over the target and fsyncs the
-// directory; put_if_absent links the temp file to the target (link(2) fails on an existing
-// name), so a conditional create is atomic. Listing skips temp files; list_pending returns
+// LocalStore: objects as files under a root directory. A put is a base/files AtomicFile: a
+// temp file beside the target (".NAME.moerl-tmp-..."), fsynced, renamed over the target, then
+// a directory fsync; put_if_absent links the temp file to the target (link(2) fails on an
+// existing name), so a conditional create is atomic. Listing skips temp files; list_pending returns
 // them (a crashed writer's leftovers) for cleanup().
 //
 //   LocalStore s("/data/run1");  s.put("ckpt/a.bin", bytes);   // -> /data/run1/ckpt/a.bin
@@ -36,12 +36,8 @@ class LocalStore : public ObjectStore {
  private:
   std::string path_of(const std::string& key) const;
   int open_for(const std::string& key, std::string* path) const;
-  std::string write_temp(const std::string& final_path, std::string_view bytes, const std::string* src) const;
 
   std::string root_;  // absolute, no trailing '/'; immutable after construction
 };
-
-// True for the temp-file names LocalStore writes (and hides from list()).
-bool is_local_temp_name(const std::string& filename);
 
 }  // namespace moerl::store

@@ -4,10 +4,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <ctime>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "store/file_util.h"
 
 namespace moerl::store {
@@ -71,19 +71,7 @@ std::string MemoryStore::get_range(const std::string& key, uint64_t offset, uint
 }
 
 void MemoryStore::get_file(const std::string& key, const std::string& path) {
-  std::string data = get(key);
-  std::string tmp = path + ".moerl-part";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw io_error("create", tmp, errno, uri());
-  try {
-    write_all(fd, data.data(), data.size(), tmp);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw io_error("rename into", path, errno, uri());
+  write_file_atomic(path, get(key));
 }
 
 std::optional<ObjectInfo> MemoryStore::head(const std::string& key) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "store/digest.h"
+#include "io/checksum.h"
 #include "store/testing/store_contract.h"
 
 namespace moerl::store::testing {
@@ -76,7 +76,7 @@ TEST_P(ObjectStoreContract, FilesStreamedBothWays) {
   s.put_file("files/big.bin", src);
   EXPECT_EQ(s.head("files/big.bin")->size, big);
   s.get_file("files/big.bin", dst);
-  EXPECT_EQ(sha256_file_hex(dst), sha);
+  EXPECT_EQ(io::sha256_file_hex(dst), sha);
   EXPECT_EQ(s.get_range("files/big.bin", big - 10, 10), read_file(src).substr(big - 10));
   EXPECT_TRUE(s.list_pending("").empty()) << "a finished write leaves no pending upload";
 }

@@ -2,7 +2,6 @@
 #include "store/store_bench.h"
 
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +14,8 @@
 #include "base/error.h"
 #include "base/files.h"
 #include "base/log.h"
-#include "store/digest.h"
+#include "base/subprocess.h"
+#include "io/checksum.h"
 #include "store/file_util.h"
 #include "store/s3/s3_store.h"
 
@@ -34,7 +34,7 @@ static std::string make_file(const std::string& path, uint64_t bytes) {
   if (fd < 0) throw io_error("create", path, errno, "bench");
   std::vector<uint64_t> buf(1 << 17);  // 1 MiB
   uint64_t x = 0x9E3779B97F4A7C15ull;
-  Sha256 sha;
+  io::Sha256 sha;
   for (uint64_t done = 0; done < bytes;) {
     for (auto& w : buf) {
       x ^= x << 13;
@@ -62,25 +62,15 @@ static double local_copy_seconds(const std::string& src, const std::string& dst)
   return now_seconds() - t0;
 }
 
-// Runs argv, stdout/stderr to a log file; returns (exit code, seconds).
-static std::pair<int, double> run_timed(const std::vector<std::string>& argv, const std::string& log) {
+// Runs argv, stdout/stderr appended to a log file; returns (exit status, seconds). A run
+// still going after `seconds` is Error(kTimeout) (and is killed).
+static std::pair<int, double> run_timed(const std::vector<std::string>& argv, const std::string& log, double seconds) {
   double t0 = now_seconds();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> c;
-    for (const auto& a : argv) c.push_back(const_cast<char*>(a.c_str()));
-    c.push_back(nullptr);
-    ::execvp(c[0], c.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, now_seconds() - t0};
+  SpawnOptions o;
+  o.stdout_to = Redirect::file(log, FileMode::kAppend);
+  o.stderr_to = Redirect::to_stdout();
+  int status = Subprocess::spawn(argv, o).wait(Deadline::after_seconds(seconds));
+  return {status, now_seconds() - t0};
 }
 
 static std::string read_small(const std::string& path) {
@@ -139,7 +129,7 @@ StoreBenchResult run_store_bench(const StoreBenchConfig& c) {
     t0 = now_seconds();
     s3.get_file("moerl.bin", dst);
     down.push_back(now_seconds() - t0);
-    if (sha256_file_hex(dst) != sha) {
+    if (io::sha256_file_hex(dst) != sha) {
       throw Error("bench store: the object moerl downloaded differs from the one it uploaded", "this is a bug; report it",
                   ErrorCode::kInternal);
     }
@@ -150,7 +140,7 @@ StoreBenchResult run_store_bench(const StoreBenchConfig& c) {
 
   if (!c.aws.empty()) {
     std::string log = (dir / "aws.log").string();
-    auto [rc_v, t_v] = run_timed({c.aws, "--version"}, log);
+    auto [rc_v, t_v] = run_timed({c.aws, "--version"}, log, 60);
     r.aws_version = read_small(log);
     if (rc_v != 0) {
       throw Error("bench store: `" + c.aws + " --version` failed (exit " + std::to_string(rc_v) + ")",
@@ -158,9 +148,10 @@ StoreBenchResult run_store_bench(const StoreBenchConfig& c) {
     }
     std::string url = "s3://" + c.bucket + "/" + prefix + "/aws.bin";
     std::vector<double> aup, adown;
+    const double cp_seconds = 120 + static_cast<double>(c.size_mib);  // a 1 MiB/s floor
     for (int i = 0; i < c.repeats; ++i) {
-      auto [rc1, t1] = run_timed({c.aws, "--endpoint-url", c.endpoint, "s3", "cp", "--no-progress", src, url}, log);
-      auto [rc2, t2] = run_timed({c.aws, "--endpoint-url", c.endpoint, "s3", "cp", "--no-progress", url, dst}, log);
+      auto [rc1, t1] = run_timed({c.aws, "--endpoint-url", c.endpoint, "s3", "cp", "--no-progress", src, url}, log, cp_seconds);
+      auto [rc2, t2] = run_timed({c.aws, "--endpoint-url", c.endpoint, "s3", "cp", "--no-progress", url, dst}, log, cp_seconds);
       if (rc1 != 0 || rc2 != 0 || fs::file_size(dst) != r.bytes) {
         throw Error("bench store: `aws s3 cp` failed (exit " + std::to_string(rc1) + "/" + std::to_string(rc2) + "): " + read_small(log),
                     "check the endpoint and the AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY the CLI sees");

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "io/checksum.h"
 #include "store/commit.h"
-#include "store/digest.h"
 #include "store/local_store.h"
 #include "store/testing/s3_env.h"
 #include "store/testing/test_util.h"
@@ -54,7 +54,7 @@ TEST(StoreCli, CopyListRemoveBetweenLocalAndS3) {
   std::filesystem::create_directories(tmp.file("back"));
   r = moerl("cp" + ep + base + "/dir/a.bin " + tmp.file("back") + "/", tmp);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(sha256_file_hex(tmp.file("back/a.bin")), sha_a);
+  EXPECT_EQ(io::sha256_file_hex(tmp.file("back/a.bin")), sha_a);
   r = moerl("cp -r" + ep + base + "/dir " + tmp.file("tree"), tmp);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(testing::read_file(tmp.file("tree/sub/b.txt")), "bee");

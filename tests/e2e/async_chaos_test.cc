@@ -90,8 +90,8 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
     std::string id = "w" + std::to_string(slot) + "-" + std::to_string(restarts++);
     return testing::spawn_moerl({"rollout", config, "--run-dir", run, "--worker-id", id}, log + "/" + id + ".log");
   };
-  pid_t trainer = start_trainer(0);
-  std::vector<pid_t> workers;
+  Subprocess trainer = start_trainer(0);
+  std::vector<Subprocess> workers;
   for (int i = 0; i < 3; ++i) workers.push_back(start_worker(i));
 
   std::mt19937 rng(7);
@@ -110,21 +110,21 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
     }
     int64_t steps = rl_steps_done(run + "/metrics.jsonl");
     if (!trainer_killed && steps >= kSteps / 3) {
-      kill(trainer, SIGKILL);
+      trainer.signal(SIGKILL);
       testing::wait_exit(trainer, 10);
       trainer = start_trainer(1);
       trainer_killed = true;
     }
     if (!sigtermed && steps >= kSteps / 2) {
       // SIGTERM worker 0 mid-task: it drains and exits 0; then a fresh worker takes its slot.
-      kill(workers[0], SIGTERM);
+      workers[0].signal(SIGTERM);
       sigterm_code = testing::wait_exit(workers[0], 20);
       workers[0] = start_worker(0);
       sigtermed = true;
     }
     if (steps >= 1 && (now_seconds() >= next_kill || steps >= next_kill_step) && steps < kSteps) {
       int slot = 1 + static_cast<int>(rng() % 2);
-      kill(workers[slot], SIGKILL);
+      workers[slot].signal(SIGKILL);
       testing::wait_exit(workers[slot], 10);
       workers[slot] = start_worker(slot);
       ++kills;
@@ -133,7 +133,7 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  for (pid_t w : workers) EXPECT_EQ(testing::wait_exit(w, 30), 0) << "a worker did not drain at the end";
+  for (Subprocess& w : workers) EXPECT_EQ(testing::wait_exit(w, 30), 0) << "a worker did not drain at the end";
   EXPECT_TRUE(trainer_killed);
   EXPECT_TRUE(sigtermed);
   EXPECT_EQ(sigterm_code, 0) << "SIGTERMed worker must drain and exit 0";

@@ -61,7 +61,7 @@ class AsyncDrain : public ::testing::Test {
     return cfg;
   }
 
-  pid_t start_worker() {
+  Subprocess start_worker() {
     return testing::spawn_moerl({"rollout", config_, "--run-dir", dir_, "--worker-id", "victim"}, dir_ + "/worker.log");
   }
 
@@ -97,11 +97,11 @@ class AsyncDrain : public ::testing::Test {
 
 TEST_F(AsyncDrain, SigtermHandsBackUnfinishedTasksAndExitsZero) {
   prepare("");
-  pid_t pid = start_worker();
+  Subprocess worker = start_worker();
   wait_for_progress(8);
   double t0 = now_seconds();
-  kill(pid, SIGTERM);
-  int code = testing::wait_exit(pid, kDrainSeconds + 10);
+  worker.signal(SIGTERM);
+  int code = testing::wait_exit(worker, kDrainSeconds + 10);
   double took = now_seconds() - t0;
   EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
   EXPECT_LT(took, kDrainSeconds + 3);
@@ -111,11 +111,11 @@ TEST_F(AsyncDrain, SigtermHandsBackUnfinishedTasksAndExitsZero) {
 TEST_F(AsyncDrain, SpotNoticeTriggersTheSameDrain) {
   runtime::FakeMetadataServer imds;
   prepare("[runtime.spot]\nenabled = true\nmetadata_url = \"" + imds.url() + "\"\npoll_seconds = 0.2\n");
-  pid_t pid = start_worker();
+  Subprocess worker = start_worker();
   wait_for_progress(8);
   double t0 = now_seconds();
   imds.set_notice(true);
-  int code = testing::wait_exit(pid, kDrainSeconds + 10);
+  int code = testing::wait_exit(worker, kDrainSeconds + 10);
   double took = now_seconds() - t0;
   EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
   EXPECT_LT(took, kDrainSeconds + 3);

@@ -1,22 +1,18 @@
 // Shared by the async job tests: a tiny job config (the demo's model, shrunk further) written
-// to a temp file, and temp-dir handling.
+// to a temp file, temp-dir handling, and `moerl` child processes (base/subprocess).
 #pragma once
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <thread>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
+#include "base/subprocess.h"
 #include "job/job_config.h"
 
 namespace moerl::train::testing {
@@ -83,49 +79,24 @@ inline std::string moerl_bin() {
 }
 
 // Starts MOERL_BIN with `args`, stdout+stderr appended to `log`; the child dies with the test.
-inline pid_t spawn_moerl(const std::vector<std::string>& args, const std::string& log) {
-  std::string bin = moerl_bin();
-  pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    std::vector<std::string> argv = {bin};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> c;
-    for (auto& a : argv) c.push_back(a.data());
-    c.push_back(nullptr);
-    execv(bin.c_str(), c.data());
-    _exit(127);
-  }
-  return pid;
+inline Subprocess spawn_moerl(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv = {moerl_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Subprocess::spawn(argv, {.stdout_to = Redirect::file(log, FileMode::kAppend),
+                                  .stderr_to = Redirect::to_stdout(),
+                                  .parent_death_signal = SIGKILL});
 }
 
-// Exit status (WEXITSTATUS, or 128 + signal) once `pid` exits; -1 if it is still running at the
+// Exit status (exit code, or 128 + signal) once `p` exits; -1 if it is still running at the
 // deadline (then it is killed).
-inline int wait_exit(pid_t pid, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (true) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (std::chrono::steady_clock::now() >= end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+inline int wait_exit(Subprocess& p, double seconds) {
+  return p.wait_or_kill(Deadline::after_seconds(seconds)).value_or(-1);
 }
 
-inline bool exited(pid_t pid, int* code) {
-  int status = 0;
-  if (waitpid(pid, &status, WNOHANG) != pid) return false;
-  *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return true;
+inline bool exited(Subprocess& p, int* code) {
+  std::optional<int> status = p.poll();
+  if (status) *code = *status;
+  return status.has_value();
 }
 
 }  // namespace moerl::train::testing

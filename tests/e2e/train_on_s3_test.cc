@@ -5,10 +5,7 @@
 // rollout worker processes) publishes weight versions there, is SIGKILLed after its first
 // checkpoint and the rerun resumes from S3 and finishes with nothing lost.
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -24,6 +21,7 @@
 #include <set>
 #include <thread>
 
+#include "base/subprocess.h"
 #include "runtime/redis_server.h"
 #include "store/commit.h"
 #include "store/testing/s3_env.h"
@@ -106,65 +104,34 @@ seed = 1
 threads = 1
 )";
 
+using Env = std::vector<std::pair<std::string, std::string>>;
+
 // Environment of every child: the S3 test server as the endpoint, its dummy key pair, no IMDS.
-std::vector<std::string> s3_env(const testing::S3TestServer& s) {
-  return {"AWS_ACCESS_KEY_ID=" + std::string(testing::S3TestServer::kKey),
-          "AWS_SECRET_ACCESS_KEY=" + std::string(testing::S3TestServer::kKey),
-          "AWS_REGION=us-east-1",
-          "AWS_ENDPOINT_URL_S3=" + s.endpoint(),
-          "AWS_EC2_METADATA_DISABLED=true",
-          "AWS_CONFIG_FILE=/dev/null",
-          "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-          "AWS_REQUEST_CHECKSUM_CALCULATION=when_required",
-          "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required",
-          "OMP_NUM_THREADS=1"};
+Env s3_env(const testing::S3TestServer& s) {
+  return {{"AWS_ACCESS_KEY_ID", testing::S3TestServer::kKey},
+          {"AWS_SECRET_ACCESS_KEY", testing::S3TestServer::kKey},
+          {"AWS_REGION", "us-east-1"},
+          {"AWS_ENDPOINT_URL_S3", s.endpoint()},
+          {"AWS_EC2_METADATA_DISABLED", "true"},
+          {"AWS_CONFIG_FILE", "/dev/null"},
+          {"AWS_SHARED_CREDENTIALS_FILE", "/dev/null"},
+          {"AWS_REQUEST_CHECKSUM_CALCULATION", "when_required"},
+          {"AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required"},
+          {"OMP_NUM_THREADS", "1"}};
 }
 
 // Starts argv with extra env, stdout+stderr appended to `log`; dies with the test.
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    ::unsetenv("AWS_SESSION_TOKEN");
-    ::unsetenv("AWS_PROFILE");
-    ::unsetenv("AWS_ENDPOINT_URL");
-    for (const auto& e : env) {
-      size_t eq = e.find('=');
-      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
-    }
-    std::vector<std::string> a = argv;
-    std::vector<char*> c;
-    for (auto& s : a) c.push_back(s.data());
-    c.push_back(nullptr);
-    ::execvp(c[0], c.data());
-    ::_exit(127);
-  }
-  return pid;
+Subprocess spawn(const std::vector<std::string>& argv, const Env& env, const std::string& log) {
+  return Subprocess::spawn(argv, {.stdout_to = Redirect::file(log, FileMode::kAppend),
+                                  .stderr_to = Redirect::to_stdout(),
+                                  .set_env = env,
+                                  .unset_env = {"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"},
+                                  .parent_death_signal = SIGKILL});
 }
 
-// Exit code, or 128 + signal; -1 (after SIGKILL) when still running at the deadline.
-int wait_exit(pid_t pid, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (true) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (std::chrono::steady_clock::now() >= end) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-int run(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log,
-        double seconds) {
-  return wait_exit(spawn(argv, env, log), seconds);
+// Exit status (exit code, or 128 + signal); -1 (after SIGKILL) when still running at the deadline.
+int run(const std::vector<std::string>& argv, const Env& env, const std::string& log, double seconds) {
+  return spawn(argv, env, log).wait_or_kill(Deadline::after_seconds(seconds)).value_or(-1);
 }
 
 std::string tail(const std::string& path) {
@@ -328,20 +295,18 @@ TEST(TrainOnS3, AsyncWeightVersionsGoToTheBucketAndAKilledTrainerResumesFromIt) 
   std::vector<std::string> argv = {bin(), "train", cfg, "--mode", "async", "--run-dir", run_dir, "--no-plot"};
 
   // First run: kill -9 once a checkpoint is committed (the rollout workers get SIGTERM and drain).
-  pid_t trainer = spawn(argv, env, tmp.file("run-1.log"));
+  Subprocess trainer = spawn(argv, env, tmp.file("run-1.log"));
   bool committed = false;
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60); std::chrono::steady_clock::now() < end;) {
     if (tail(tmp.file("run-1.log")).find("checkpoint: committed ckpt/step-") != std::string::npos) {
       committed = true;
       break;
     }
-    int status = 0;
-    if (::waitpid(trainer, &status, WNOHANG) == trainer) break;
+    if (trainer.poll()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(committed) << tail(tmp.file("run-1.log"));
-  ::kill(trainer, SIGKILL);
-  ::waitpid(trainer, nullptr, 0);
+  trainer.kill();
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
        processes_with("rollout " + run_dir) > 0 && std::chrono::steady_clock::now() < end;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

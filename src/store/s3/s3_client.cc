@@ -13,7 +13,7 @@
 #include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "store/digest.h"
+#include "io/checksum.h"
 #include "store/s3/xml.h"
 
 namespace moerl::store::s3 {
@@ -91,7 +91,7 @@ HttpResponse S3Client::attempt(const S3Call& call, double remaining_s) {
   }
   std::string query = canonical_query(call.query);
   bool streamed = call.body_fd >= 0;
-  std::string payload_hash = streamed ? kUnsignedPayload : sha256_hex(call.body);
+  std::string payload_hash = streamed ? kUnsignedPayload : io::sha256_hex(call.body);
   std::string date = amz_date(std::time(nullptr));
 
   Params to_sign = {{"host", host}, {"x-amz-date", date}, {"x-amz-content-sha256", payload_hash}};

@@ -9,8 +9,8 @@
 
 #include "base/deadline.h"
 #include "base/error.h"
+#include "io/checksum.h"
 #include "store/commit.h"
-#include "store/digest.h"
 #include "store/s3/s3_store.h"
 #include "store/testing/loopback_http.h"
 #include "store/testing/s3_env.h"
@@ -99,7 +99,7 @@ TEST(S3Faults, ConnectionDroppedMidUploadAndTruncatedDownloadResume) {
 
   std::string dst = tmp.file("back.bin");
   s.get_file("f.bin", dst);
-  EXPECT_EQ(sha256_file_hex(dst), sha);
+  EXPECT_EQ(io::sha256_file_hex(dst), sha);
   // The truncated range was resumed from where it stopped, not restarted.
   int resumed = 0;
   for (const auto& ex : proxy.log()) {

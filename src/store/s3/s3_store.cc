@@ -9,13 +9,14 @@
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <thread>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "base/log.h"
 #include "store/file_util.h"
 #include "store/s3/xml.h"
@@ -80,6 +81,34 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
+
+// Runs fn(i) for every i in [0, n) on up to `concurrency` threads (this one included). The
+// first failure stops handing out items and is rethrown once every thread has finished.
+void parallel_for(uint64_t n, int concurrency, const std::function<void(uint64_t)>& fn) {
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex err_mu;
+  std::exception_ptr first_error;  // guarded by err_mu
+  auto worker = [&] {
+    while (!failed.load()) {
+      uint64_t i = next++;
+      if (i >= n) return;
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!first_error) first_error = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  int threads = static_cast<int>(std::min<uint64_t>(n, static_cast<uint64_t>(concurrency)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
 }  // namespace
 
 void S3Store::put_file(const std::string& key, const std::string& path) {
@@ -121,41 +150,23 @@ void S3Store::multipart_upload(const std::string& k, int fd, uint64_t size) {
   };
 
   std::vector<std::string> etags(num_parts);
-  std::atomic<uint64_t> next{0};
-  std::atomic<bool> failed{false};
-  std::mutex err_mu;
-  std::exception_ptr first_error;  // guarded by err_mu: the first worker failure is reported
-  auto worker = [&] {
-    while (!failed.load()) {
-      uint64_t i = next++;
-      if (i >= num_parts) return;
-      try {
-        S3Call c{"UploadPart", "PUT", k, {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}}};
-        c.body_fd = fd;
-        c.body_offset = i * part_size;
-        c.body_length = std::min(part_size, size - c.body_offset);
-        S3Result r = client_->execute(c);
-        if (r.status != 200) client_->fail(c, r);
-        etags[i] = r.header("etag");
-        if (etags[i].empty()) {
-          throw Error("UploadPart " + client_->where(k) + " part " + std::to_string(i + 1) + ": no ETag in the response",
-                      "check the endpoint", ErrorCode::kIo);
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!first_error) first_error = std::current_exception();
-        failed = true;
+  try {
+    parallel_for(num_parts, client_->options().concurrency, [&](uint64_t i) {
+      S3Call c{"UploadPart", "PUT", k, {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}}};
+      c.body_fd = fd;
+      c.body_offset = i * part_size;
+      c.body_length = std::min(part_size, size - c.body_offset);
+      S3Result r = client_->execute(c);
+      if (r.status != 200) client_->fail(c, r);
+      etags[i] = r.header("etag");
+      if (etags[i].empty()) {
+        throw Error("UploadPart " + client_->where(k) + " part " + std::to_string(i + 1) + ": no ETag in the response",
+                    "check the endpoint", ErrorCode::kIo);
       }
-    }
-  };
-  int threads = static_cast<int>(std::min<uint64_t>(num_parts, static_cast<uint64_t>(client_->options().concurrency)));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (first_error) {
+    });
+  } catch (...) {
     abort_upload();
-    std::rethrow_exception(first_error);
+    throw;
   }
 
   std::string xml = "<CompleteMultipartUpload>";
@@ -276,43 +287,15 @@ void S3Store::get_file(const std::string& key, const std::string& path) {
   std::string k = full(key);
   auto h = head(key);
   if (!h) throw Error(uri_ + ": no object '" + key + "'", "list the prefix with `moerl store ls`", ErrorCode::kNotFound);
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string tmp = path + ".moerl-part-" + std::to_string(rng() % 100000000);
-  Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-  if (f.fd < 0) throw io_error("create", tmp, errno, uri_);
-  try {
-    if (h->size > 0 && ::ftruncate(f.fd, static_cast<off_t>(h->size)) != 0) throw io_error("allocate", tmp, errno, uri_);
-    uint64_t chunk = client_->options().part_size;
-    uint64_t num_chunks = h->size == 0 ? 0 : (h->size + chunk - 1) / chunk;
-    std::atomic<uint64_t> next{0};
-    std::atomic<bool> failed{false};
-    std::mutex err_mu;
-    std::exception_ptr first_error;  // guarded by err_mu
-    auto worker = [&] {
-      while (!failed.load()) {
-        uint64_t i = next++;
-        if (i >= num_chunks) return;
-        try {
-          download_range(k, f.fd, tmp, i * chunk, std::min(chunk, h->size - i * chunk), h->size, h->etag);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(err_mu);
-          if (!first_error) first_error = std::current_exception();
-          failed = true;
-        }
-      }
-    };
-    int threads = static_cast<int>(std::min<uint64_t>(num_chunks, static_cast<uint64_t>(client_->options().concurrency)));
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool) t.join();
-    if (first_error) std::rethrow_exception(first_error);
-    if (::fsync(f.fd) != 0) throw io_error("fsync", tmp, errno, uri_);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) throw io_error("rename into", path, errno, uri_);
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
-  }
+  AtomicFile f(path);
+  const std::string& tmp = f.temp_path();
+  if (h->size > 0 && ::ftruncate(f.fd(), static_cast<off_t>(h->size)) != 0) throw io_error("allocate", tmp, errno, uri_);
+  uint64_t chunk = client_->options().part_size;
+  uint64_t num_chunks = h->size == 0 ? 0 : (h->size + chunk - 1) / chunk;
+  parallel_for(num_chunks, client_->options().concurrency, [&](uint64_t i) {
+    download_range(k, f.fd(), tmp, i * chunk, std::min(chunk, h->size - i * chunk), h->size, h->etag);
+  });
+  f.commit();
 }
 
 std::optional<ObjectInfo> S3Store::head(const std::string& key) {

@@ -13,8 +13,8 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "io/checksum.h"
 #include "store/commit.h"
-#include "store/digest.h"
 #include "store/fault_store.h"
 #include "store/testing/loopback_http.h"
 #include "store/testing/s3_env.h"
@@ -69,7 +69,7 @@ TEST(S3Store, MultipartParallelPartsRangedReadsAndAwsCliInterop) {
   int64_t before = proxy.requests();
   std::string dst = tmp.file("back.bin");
   s.get_file("big/object.bin", dst);
-  EXPECT_EQ(sha256_file_hex(dst), sha);
+  EXPECT_EQ(io::sha256_file_hex(dst), sha);
   int ranged = 0;
   auto log = proxy.log();
   for (size_t i = static_cast<size_t>(before); i < log.size(); ++i) {
@@ -85,7 +85,7 @@ TEST(S3Store, MultipartParallelPartsRangedReadsAndAwsCliInterop) {
   std::string key = uri.substr(std::string("s3://").size()) + "/big/object.bin";
   std::string by_aws = tmp.file("by-aws.bin");
   ASSERT_EQ(testing::run_aws(server, {"s3", "cp", "s3://" + key, by_aws}), 0);
-  EXPECT_EQ(sha256_file_hex(by_aws), sha);
+  EXPECT_EQ(io::sha256_file_hex(by_aws), sha);
   // ...and moerl reads what the AWS CLI wrote (12 MiB: a multipart upload by the CLI).
   std::string aws_src = tmp.file("aws-src.bin");
   std::string aws_sha = testing::write_random_file(aws_src, 12u << 20, 43);
@@ -93,7 +93,7 @@ TEST(S3Store, MultipartParallelPartsRangedReadsAndAwsCliInterop) {
   ASSERT_EQ(testing::run_aws(server, {"s3", "cp", aws_src, "s3://" + aws_key}), 0);
   std::string got = tmp.file("got.bin");
   s.get_file("from-aws/file.bin", got);
-  EXPECT_EQ(sha256_file_hex(got), aws_sha);
+  EXPECT_EQ(io::sha256_file_hex(got), aws_sha);
   auto listed = s.list("");
   ASSERT_EQ(listed.size(), 2u);
   EXPECT_EQ(listed[1].key, "from-aws/file.bin");
@@ -135,7 +135,7 @@ TEST(S3Store, VirtualHostedAddressingAndSessionToken) {
   EXPECT_EQ(ex.target, "/run%201/a/b%2Bc.txt");
   EXPECT_EQ(ex.headers.at("host"), "moerl-test.s3.localhost:" + std::to_string(endpoint.port()));
   EXPECT_EQ(ex.headers.at("x-amz-security-token"), "session-token-value");
-  EXPECT_EQ(ex.headers.at("x-amz-content-sha256"), sha256_hex("virtual"));
+  EXPECT_EQ(ex.headers.at("x-amz-content-sha256"), io::sha256_hex("virtual"));
   // Recompute the signature from what arrived, as S3 does.
   std::string auth = ex.headers.at("authorization");
   std::string signed_list = auth.substr(auth.find("SignedHeaders=") + 14);
@@ -145,7 +145,7 @@ TEST(S3Store, VirtualHostedAddressingAndSessionToken) {
   for (const char* h : {"host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"}) {
     headers.push_back({h, ex.headers.at(h)});
   }
-  Signature sig = sign_v4({"PUT", ex.target, {}, headers, sha256_hex("virtual")},
+  Signature sig = sign_v4({"PUT", ex.target, {}, headers, io::sha256_hex("virtual")},
                           Credentials{"AKIDEXAMPLE", "secret/key", "", {}, ""}, "us-east-1", "s3",
                           ex.headers.at("x-amz-date"));
   EXPECT_EQ(auth, sig.authorization);
@@ -221,7 +221,7 @@ TEST(S3Commit, CrashBetweenShardsAndManifestThenResume) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->manifest().extra["step"], 1);
   r->get_file("model.safetensors", tmp.file("restored.bin"));
-  EXPECT_EQ(sha256_file_hex(tmp.file("restored.bin")), sha);
+  EXPECT_EQ(io::sha256_file_hex(tmp.file("restored.bin")), sha);
   EXPECT_EQ(cleanup(*s3, "ckpt", -10).removed_objects.size(), 2u);
   // The restarted writer commits version 2; its manifest is a conditional create.
   CommitWriter again(*s3, "ckpt/step-000002");

@@ -1,11 +1,13 @@
 // SigV4: canonical request -> string to sign -> HMAC chain over date, region, service.
 #include "store/s3/sigv4.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <ctime>
 
 #include "base/check.h"
-#include "store/digest.h"
+#include "io/checksum.h"
 
 namespace moerl::store::s3 {
 
@@ -98,15 +100,23 @@ Signature sign_v4(const SigningInput& in, const Credentials& creds, const std::s
                         canonical_headers + "\n" + signed_headers + "\n" + in.payload_hash;
   std::string day = date.substr(0, 8);
   std::string scope = day + "/" + region + "/" + service + "/aws4_request";
-  s.string_to_sign = "AWS4-HMAC-SHA256\n" + date + "\n" + scope + "\n" + sha256_hex(s.canonical_request);
-  std::string k = hmac_sha256_raw("AWS4" + creds.secret_access_key, day);
-  k = hmac_sha256_raw(k, region);
-  k = hmac_sha256_raw(k, service);
-  k = hmac_sha256_raw(k, "aws4_request");
-  s.signature = to_hex(hmac_sha256_raw(k, s.string_to_sign));
+  s.string_to_sign = "AWS4-HMAC-SHA256\n" + date + "\n" + scope + "\n" + io::sha256_hex(s.canonical_request);
+  std::string k = io::hmac_sha256_raw("AWS4" + creds.secret_access_key, day);
+  k = io::hmac_sha256_raw(k, region);
+  k = io::hmac_sha256_raw(k, service);
+  k = io::hmac_sha256_raw(k, "aws4_request");
+  s.signature = io::to_hex(io::hmac_sha256_raw(k, s.string_to_sign));
   s.authorization = "AWS4-HMAC-SHA256 Credential=" + creds.access_key_id + "/" + scope +
                     ", SignedHeaders=" + signed_headers + ", Signature=" + s.signature;
   return s;
+}
+
+std::string base64_encode(std::string_view raw) {
+  std::string out(4 * ((raw.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
 }
 
 }  // namespace moerl::store::s3

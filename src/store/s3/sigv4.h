@@ -58,5 +58,7 @@ std::string uri_encode(std::string_view s, bool encode_slash);
 std::string canonical_query(const Params& query);
 // "YYYYMMDDTHHMMSSZ" for a unix time (UTC).
 std::string amz_date(int64_t unix_seconds);
+// Standard base64 with padding (the encoding of S3's Content-MD5 and checksum headers).
+std::string base64_encode(std::string_view raw);
 
 }  // namespace moerl::store::s3

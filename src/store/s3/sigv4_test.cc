@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "store/digest.h"
+#include "io/checksum.h"
 
 namespace moerl::store::s3 {
 namespace {
@@ -33,9 +33,9 @@ TEST(SigV4, PutObjectWithPayloadHash) {
   EXPECT_EQ(path, "/test%24file.text");
   SigningInput in{"PUT", path, {},
                   {{"Host", kHost}, {"Date", "Fri, 24 May 2013 00:00:00 GMT"},
-                   {"x-amz-content-sha256", sha256_hex(body)}, {"x-amz-date", kDate},
+                   {"x-amz-content-sha256", io::sha256_hex(body)}, {"x-amz-date", kDate},
                    {"x-amz-storage-class", "REDUCED_REDUNDANCY"}},
-                  sha256_hex(body)};
+                  io::sha256_hex(body)};
   Signature s = sign_v4(in, kCreds, "us-east-1", "s3", kDate);
   EXPECT_EQ(s.signature, "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd");
 }
@@ -77,8 +77,8 @@ TEST(SigV4, UriEncoding) {
 }
 
 TEST(Digest, KnownValues) {
-  EXPECT_EQ(sha256_hex(""), kEmptySha256);
-  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(io::sha256_hex(""), kEmptySha256);
+  EXPECT_EQ(io::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(base64_encode("hello"), "aGVsbG8=");
 }
 

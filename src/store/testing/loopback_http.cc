@@ -5,9 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -242,14 +240,8 @@ S3TestServer::S3TestServer() {
   dir_ = ::mkdtemp(tmpl);
   int in_pipe[2], out_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    ::dup2(in_pipe[0], 0);
-    ::dup2(out_pipe[1], 1);
-    ::execlp("node", "node", "--openssl-legacy-provider", script.c_str(), "--port", "0", "--dir", dir_.c_str(), "--bucket", kBucket,
-             static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  process_ = Subprocess::spawn({"node", "--openssl-legacy-provider", script, "--port", "0", "--dir", dir_, "--bucket", kBucket},
+                              {.stdin_from = Redirect::to_fd(in_pipe[0]), .stdout_to = Redirect::to_fd(out_pipe[1])});
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   stdin_fd_ = in_pipe[1];
@@ -278,16 +270,10 @@ S3TestServer::S3TestServer() {
 S3TestServer::~S3TestServer() { stop(); }
 
 void S3TestServer::stop() {
-  if (pid_ > 0) {
+  if (process_.pid() > 0) {
     ::close(stdin_fd_);  // the server exits when its stdin closes
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 100 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(50000);
-    if (::waitpid(pid_, &status, WNOHANG) == 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
+    process_.stop(5.0);
+    process_ = Subprocess();
   }
   if (!dir_.empty()) {
     try {

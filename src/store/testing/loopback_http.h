@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/subprocess.h"
+
 namespace moerl::store::testing {
 
 struct HttpExchange {
@@ -102,7 +104,7 @@ class S3TestServer {
  private:
   void stop();
 
-  pid_t pid_ = -1;
+  Subprocess process_;  // node; empty once stopped
   int stdin_fd_ = -1;
   int port_ = 0;
   std::string dir_;

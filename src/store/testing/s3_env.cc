@@ -1,12 +1,13 @@
 // Shared S3 test setup (see s3_env.h).
 #include "store/testing/s3_env.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+
+#include "base/subprocess.h"
 
 namespace moerl::store::testing {
 
@@ -54,26 +55,16 @@ int run_aws(const S3TestServer& server, const std::vector<std::string>& args) {
                                    "--no-progress"};
   if (args.empty() || args[0] != "s3") argv.erase(argv.end() - 1);  // --no-progress is for `aws s3`
   argv.insert(argv.end(), args.begin(), args.end());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("AWS_ACCESS_KEY_ID", S3TestServer::kKey, 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", S3TestServer::kKey, 1);
-    ::unsetenv("AWS_SESSION_TOKEN");
-    ::unsetenv("AWS_PROFILE");
-    ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
-    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
-    ::setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required", 1);
-    ::setenv("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required", 1);
-    ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
-    std::vector<char*> c;
-    for (auto& a : argv) c.push_back(a.data());
-    c.push_back(nullptr);
-    ::execvp("aws", c.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  SpawnOptions o;
+  o.set_env = {{"AWS_ACCESS_KEY_ID", S3TestServer::kKey},
+               {"AWS_SECRET_ACCESS_KEY", S3TestServer::kKey},
+               {"AWS_CONFIG_FILE", "/dev/null"},
+               {"AWS_SHARED_CREDENTIALS_FILE", "/dev/null"},
+               {"AWS_REQUEST_CHECKSUM_CALCULATION", "when_required"},
+               {"AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required"},
+               {"AWS_EC2_METADATA_DISABLED", "true"}};
+  o.unset_env = {"AWS_SESSION_TOKEN", "AWS_PROFILE"};
+  return Subprocess::spawn(argv, o).wait(Deadline::after_seconds(300));
 }
 
 }  // namespace moerl::store::testing

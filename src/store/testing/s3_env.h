@@ -18,7 +18,8 @@ S3TestServer& shared_s3_server();
 S3Options s3_options(const std::string& endpoint);
 std::shared_ptr<s3::CredentialsProvider> s3_credentials();
 std::string fresh_s3_uri(const std::string& tag);  // s3://moerl-test/<tag>-<pid>-<n>
-// Runs `aws --endpoint-url ... ARGS` with the server's dummy credentials; returns its exit code.
+// Runs `aws --endpoint-url ... ARGS` with the server's dummy credentials; returns its exit
+// status. Error(kTimeout) if it runs past 300 s.
 int run_aws(const S3TestServer& server, const std::vector<std::string>& args);
 
 }  // namespace moerl::store::testing

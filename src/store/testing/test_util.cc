@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "base/files.h"
-#include "store/digest.h"
+#include "io/checksum.h"
 
 namespace moerl::store::testing {
 
@@ -58,7 +58,7 @@ std::string read_file(const std::string& path) {
 
 std::string write_random_file(const std::string& path, uint64_t n, uint64_t seed) {
   std::ofstream f(path, std::ios::binary);
-  Sha256 sha;
+  io::Sha256 sha;
   uint64_t done = 0;
   uint64_t block = 0;
   while (done < n) {
