@@ -197,7 +197,10 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
           step.run();
           side.synchronize();
           auto g = std::make_unique<at::cuda::CUDAGraph>();
-          g->capture_begin();
+          // Thread-local capture: other threads of this process (the trainer, other
+          // in-process workers) keep making synchronous CUDA calls while this one captures;
+          // the default global mode makes those calls fail and invalidates the capture.
+          g->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
           graph_logits = step.run();
           g->capture_end();
           side.synchronize();

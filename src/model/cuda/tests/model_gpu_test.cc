@@ -4,6 +4,10 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
+#include <string>
+#include <thread>
+
 #include "model/cuda/fast_generate.h"
 #include "model/cuda/moe_gpu.h"
 #include "model/generate.h"
@@ -134,6 +138,40 @@ TEST(FastGenerate, GraphEqualsEagerAndStopsAtEos) {
   ASSERT_LE(stopped[0].tokens.size(), 3u);
   EXPECT_EQ(stopped[0].finish, FinishReason::kEos);
   EXPECT_EQ(stopped[0].tokens.back(), g.eos_ids[0]);
+}
+
+// An in-process rollout worker captures a decode graph in every generate() call while the
+// trainer thread keeps working on the same GPU (async mode, workers as threads). The capture
+// must not forbid the trainer's synchronous calls (an .item(), a host copy), and the trainer's
+// work must not invalidate the capture.
+TEST(FastGenerate, CaptureCoexistsWithAnotherThreadsWork) {
+  Model m = sharp_model(23);
+  GenerateConfig g;
+  g.max_new_tokens = 12;
+  g.seed = 7;
+  std::atomic<bool> done{false};
+  std::string trainer_error;
+  std::thread trainer([&] {
+    try {
+      at::Tensor w = at::randn({512, 512}, at::TensorOptions().device(at::kCUDA));
+      while (!done.load()) {
+        w = (w.matmul(w) / 512).tanh();
+        (void)w.sum().item<float>();  // synchronous: device -> host
+      }
+    } catch (const std::exception& e) {
+      trainer_error = e.what();
+    }
+  });
+  int graphs = 0;
+  for (int i = 0; i < 20; ++i) {
+    cuda::FastGenerateStats st;
+    cuda::fast_generate(m, test_prompts(), g, true, &st);
+    graphs += st.used_graph ? 1 : 0;
+  }
+  done = true;
+  trainer.join();
+  EXPECT_EQ(trainer_error, "");
+  EXPECT_EQ(graphs, 20);
 }
 
 }  // namespace
