@@ -2,9 +2,6 @@
 
 #include <ATen/Parallel.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <thread>
@@ -12,6 +9,7 @@
 #include "base/deadline.h"
 #include "base/error.h"
 #include "base/files.h"
+#include "base/subprocess.h"
 #include "job/roles.h"
 #include "rollout/worker.h"
 #include "runtime/drain.h"
@@ -24,51 +22,30 @@ namespace {
 
 // Redis queue: `moerl rollout <run_dir>/config.toml` per worker, as the rollout pods run it.
 nlohmann::json run_with_processes(const JobConfig& cfg, const JobOptions& options) {
-  const int64_t n = cfg.rollout.num_workers;
-  fs::path conf = fs::path(options.run_dir) / "config.toml";
+  const fs::path conf = fs::path(options.run_dir) / "config.toml";
   write_file_atomic(conf.string(), cfg.effective_toml);
-  std::vector<pid_t> kids;
-  for (int64_t i = 0; i < n; ++i) {
-    std::string id = "local-" + std::to_string(i);
-    pid_t pid = fork();
-    if (pid < 0) throw Error("fork failed", "too many processes?", ErrorCode::kInternal);
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      std::vector<std::string> argv = {"moerl", "rollout", conf.string(), "--run-dir", options.run_dir,
-                                       "--worker-id", id};
-      std::vector<char*> cargv;
-      for (auto& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execv("/proc/self/exe", cargv.data());
-      _exit(127);
-    }
-    kids.push_back(pid);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();  // this moerl binary
+  std::vector<Subprocess> workers;
+  for (int64_t i = 0; i < cfg.rollout.num_workers; ++i) {
+    workers.push_back(Subprocess::spawn(
+        {self, "rollout", conf.string(), "--run-dir", options.run_dir, "--worker-id", "local-" + std::to_string(i)},
+        {.parent_death_signal = SIGTERM}));
   }
-  auto reap = [&] {
-    Deadline d = Deadline::after_seconds(cfg.runtime.drain_seconds + 30);
-    for (pid_t p : kids) {
-      int status = 0;
-      while (waitpid(p, &status, WNOHANG) == 0) {
-        if (d.expired()) {
-          kill(p, SIGKILL);
-          waitpid(p, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
+  // Workers drain on their own once the trainer marks the run done; a stopped-early or
+  // failed trainer leaves no marker, so they are told to drain. Either way each gets
+  // drain_seconds (+ margin) before SIGKILL.
+  auto reap = [&](bool tell) {
+    for (Subprocess& w : workers) {
+      if (tell) w.signal(SIGTERM);
+      w.wait_or_kill(Deadline::after_seconds(cfg.runtime.drain_seconds + 30));
     }
-    kids.clear();
   };
   try {
     nlohmann::json s = run_trainer_role(cfg, options);
-    if (s.contains("stopped_at_rl_step")) {
-      for (pid_t p : kids) kill(p, SIGTERM);  // no run-done marker: drain them
-    }
-    reap();
+    reap(s.contains("stopped_at_rl_step"));
     return s;
   } catch (...) {
-    for (pid_t p : kids) kill(p, SIGTERM);
-    reap();
+    reap(true);
     throw;
   }
 }

@@ -1,10 +1,13 @@
 // AsyncController: queue top-up, stale handling and trainer idle accounting.
 #include "runtime/controller.h"
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace moerl::runtime {
 
@@ -129,8 +132,14 @@ BufferSnapshot AsyncController::snapshot() {
 void AsyncController::restore(const BufferSnapshot& snapshot, Deadline deadline) {
   buffer_.restore(snapshot, deadline);
   // Resume after whatever a previous life enqueued (Redis keeps it; in-process it is gone).
-  cursor_ = std::max<uint64_t>({snapshot.data_cursor, queue_.producer_cursor(deadline),
-                                config_.first_cursor});
+  const uint64_t queued_up_to = queue_.producer_cursor(deadline);
+  cursor_ = std::max<uint64_t>({snapshot.data_cursor, queued_up_to, config_.first_cursor});
+  // A queue that does not remember the tasks before the checkpoint's cursor (in-process: a
+  // new process) lost those still queued or leased: enqueue again each one the snapshot
+  // does not show as handed to the trainer or waiting in the buffer.
+  if (queued_up_to < snapshot.data_cursor) {
+    requeue_lost(snapshot, std::max(queued_up_to, config_.first_cursor), deadline);
+  }
   if (!snapshot.extra.empty()) {
     auto j = nlohmann::json::parse(snapshot.extra, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) {
@@ -141,6 +150,26 @@ void AsyncController::restore(const BufferSnapshot& snapshot, Deadline deadline)
   }
   acc_->set(Counter::kTasksCreated, static_cast<int64_t>(cursor_ - config_.first_cursor));
   last_return_ = 0;
+}
+
+void AsyncController::requeue_lost(const BufferSnapshot& snapshot, uint64_t from, Deadline deadline) {
+  std::set<std::string> done;  // task ids handed out (any attempt) or waiting in the buffer
+  for (const std::string& key : snapshot.seen) done.insert(key.substr(0, key.rfind('#')));
+  for (const auto* records : {&snapshot.pending, &snapshot.ungot}) {
+    for (const ExperienceRecord& r : *records) done.insert(r.task_id);
+  }
+  int64_t requeued = 0;
+  for (uint64_t c = from; c < snapshot.data_cursor; ++c) {
+    TaskUnit u = factory_(c, 0);
+    if (done.count(u.task_id)) continue;
+    queue_.enqueue(u, deadline);
+    ++requeued;
+  }
+  if (requeued > 0) {
+    MOERL_LOG(WARN) << "controller: the task queue lost " << requeued << " task(s) created before the checkpoint "
+                    << "(a non-durable queue after a restart); enqueued them again";
+    acc_->add(Counter::kTasksRequeued, requeued);
+  }
 }
 
 AccountingReport AsyncController::report(Deadline deadline) {

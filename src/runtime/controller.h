@@ -74,6 +74,9 @@ class AsyncController {
   double last_return_ = 0;      // when next_batch last returned (trainer busy since then)
   KeptFraction kept_;           // records kept by drop_no_signal
   int64_t queue_target() const;
+  // Enqueues again the tasks in [from, snapshot.data_cursor) that the snapshot does not show
+  // as handed out or buffered (a queue that lost its contents in a restart).
+  void requeue_lost(const BufferSnapshot& snapshot, uint64_t from, Deadline deadline);
   bool exhausted() const;       // all total_tasks created
 };
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <thread>
 
 #include "runtime/in_process_queue.h"
@@ -150,6 +151,47 @@ class ControllerRedisTest : public RedisTest {};
 
 // The trainer crashes after enqueueing past its checkpoint: the restarted controller neither
 // re-enqueues those tasks nor loses them, trains each exactly once, and accounting balances.
+// An in-process queue dies with its process: tasks queued or leased at the checkpoint are
+// gone after a restart, and the controller must create them again (a short last batch and
+// lost tasks otherwise).
+TEST(Controller, RestartOnAFreshInProcessQueueEnqueuesTheLostTasksAgain) {
+  ControllerConfig cfg{.total_tasks = 12, .queue_ahead = 4};
+  std::set<std::string> trained;
+  BufferSnapshot checkpoint;
+  {
+    InProcessTaskQueue q;
+    InProcessExperienceBuffer b;
+    Accounting acc;
+    AsyncController ctl(cfg, q, b, task_at, &acc);
+    ctl.top_up(soon());
+    for (Lease& l : q.lease("w", 2, 30, soon())) {  // 2 of the 4 queued tasks generated
+      b.put(record_for(l.task, "w", 0), soon());
+      ASSERT_TRUE(q.ack(l, soon()));
+    }
+    for (auto& r : ctl.next_batch(2, 0, soon())) trained.insert(r.task_id);
+    ASSERT_EQ(trained.size(), 2u);
+    ASSERT_EQ(q.depth(soon()).ready, 2);
+    checkpoint = BufferSnapshot::decode(ctl.snapshot().encode());
+  }  // the process dies with its queue
+  InProcessTaskQueue q;
+  InProcessExperienceBuffer b;
+  Accounting acc;
+  AsyncController ctl(cfg, q, b, task_at, &acc);
+  ctl.restore(checkpoint, soon());
+  EXPECT_GE(q.depth(soon()).ready, 2) << "the tasks queued at the checkpoint must be queued again";
+  Deadline end = Deadline::after_seconds(30);
+  while (!ctl.finished(soon()) && !end.expired()) {
+    serve(q, b, 0);
+    for (auto& r : ctl.next_batch(4, 0, Deadline::after_seconds(0.5))) {
+      EXPECT_TRUE(trained.insert(r.task_id).second) << "trained twice: " << r.task_id;
+    }
+  }
+  EXPECT_EQ(trained.size(), 12u);
+  AccountingReport rep = ctl.report(soon());
+  EXPECT_EQ(rep.get(Counter::kTasksCompleted), 12);
+  EXPECT_EQ(rep.lost, 0) << rep.to_json().dump();
+}
+
 TEST_F(ControllerRedisTest, RestartResumesWithoutDuplicatesOrLoss) {
   RedisUrl url = parse_redis_url(url_);
   RedisTaskQueue worker_q(url, "ctl");

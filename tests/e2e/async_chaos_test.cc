@@ -51,32 +51,17 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
                         "\"\nnamespace = \"chaos\"\ntasks_per_lease = 2\nlease_seconds = 2\n"
                         "max_staleness = 4\nstale_policy = \"regenerate\"\ndrain_seconds = 5\n"
                         "drain_margin_seconds = 0.5\ncall_timeout_seconds = 10\n";
-  std::string text = testing::tiny_config_text(runtime);
   // The demo model (hidden 64, 2 layers, 4 experts), a deliberately weak SFT warm start
   // (20 steps: answers often malformed) and partial credit for a well-formed answer, so RL
   // has a reward to climb within 30 steps (in sync mode, seeds 1-3: training reward +0.10
   // from the first third to the last).
-  auto set = [&](const std::string& key, const std::string& val) {
-    size_t p = text.find("\n" + key + " = ");
-    ASSERT_NE(p, std::string::npos) << key;
-    size_t e = text.find('\n', p + 1);
-    text.replace(p + 1, e - p - 1, key + " = " + val);
-  };
-  set("hidden_size", "64");
-  set("num_hidden_layers", "2");
-  set("num_attention_heads", "4");
-  set("num_key_value_heads", "2");
-  set("moe_intermediate_size", "64");
-  set("group_size", "8");
-  set("prompts_per_step", std::to_string(kPrompts));
-  set("max_new_tokens", "6");
-  set("sft_steps", "20");
-  set("digits", "1");
-  set("steps", std::to_string(kSteps));
-  set("eval_prompts", "50");
-  text.replace(text.find("[task]\n"), 7, "[task]\nformat_reward = 0.3\n");
-  text.replace(text.find("[train]\n"), 8,
-               "[train]\nsft_batch_size = 64\nsft_lr = 3e-3\nlr = 2e-3\ncheckpoint_every = 3\nthreads = 1\n");
+  std::string text = testing::tiny_config_text(
+      runtime, "",
+      {"model.hidden_size=64", "model.num_hidden_layers=2", "model.num_attention_heads=4",
+       "model.num_key_value_heads=2", "model.moe_intermediate_size=64", "algorithm.group_size=8",
+       "rollout.prompts_per_step=" + std::to_string(kPrompts), "rollout.max_new_tokens=6", "train.sft_steps=20",
+       "task.digits=1", "train.steps=" + std::to_string(kSteps), "train.eval_prompts=50", "task.format_reward=0.3",
+       "train.sft_batch_size=64", "train.sft_lr=3e-3", "train.lr=2e-3", "train.checkpoint_every=3", "train.threads=1"});
   std::string config = testing::write_config(dir, text);
   std::string run = dir + "/run";
   std::string log = dir + "/log";

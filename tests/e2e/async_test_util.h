@@ -13,6 +13,7 @@
 
 #include "base/deadline.h"
 #include "base/subprocess.h"
+#include "e2e/tiny_job.h"
 #include "job/job_config.h"
 
 namespace moerl::train::testing {
@@ -26,45 +27,11 @@ inline std::string make_temp_dir(const std::string& tag) {
   return d ? std::string(d) : std::string();
 }
 
-// `extra` is appended (extra [runtime] keys etc. go in as TOML).
-inline std::string tiny_config_text(const std::string& runtime_lines, const std::string& extra = "") {
-  return R"([model]
-init = "random"
-arch = "qwen3_moe"
-hidden_size = 32
-num_hidden_layers = 1
-num_attention_heads = 2
-num_key_value_heads = 1
-num_experts = 4
-num_experts_per_tok = 2
-moe_intermediate_size = 32
-max_position_embeddings = 64
-seed = 3
-
-[task]
-name = "addition"
-digits = 2
-seed = 1
-
-[algorithm]
-algorithm = "grpo"
-group_size = 4
-behaviour_correction = "tis"
-
-[rollout]
-prompts_per_step = 4
-max_new_tokens = 4
-num_workers = 1
-
-[train]
-sft_steps = 0
-steps = 4
-eval_prompts = 16
-micro_batch_size = 64
-seed = 1
-
-[runtime]
-)" + runtime_lines + "\n" + extra;
+// The async variant of the tiny-job preset (e2e/tiny_job.h) with `overrides`, then a
+// [runtime] table of `runtime_lines`, then `extra` (other tables, e.g. [runtime.spot]).
+inline std::string tiny_config_text(const std::string& runtime_lines, const std::string& extra = "",
+                                    const std::vector<std::string>& overrides = {}) {
+  return e2e::tiny_job_text(e2e::plus(e2e::kAsyncTiny, overrides)) + "\n[runtime]\n" + runtime_lines + "\n" + extra;
 }
 
 inline std::string write_config(const std::string& dir, const std::string& text) {

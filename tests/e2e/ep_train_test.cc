@@ -19,6 +19,7 @@
 #include "io/tensor_io.h"
 #include "model/model.h"
 #include "model/test_util.h"
+#include "e2e/tiny_job.h"
 #include "store/commit.h"
 #include "store/object_store.h"
 #include "train/dp_sync.h"
@@ -202,45 +203,15 @@ TEST(EpTrain, TwoRanksOnDistinctBatchesEqualOneStepOnBoth) {
   EXPECT_NE(out.find("[rank 1] [       OK ] EpTrainChild.Run"), std::string::npos) << out;
 }
 
+// The tiny-job preset (e2e/tiny_job.h) as 2 EP ranks: 3 SFT and 2 RL steps, a checkpoint
+// after each, the library defaults for clipping, warm-up and retention.
 std::string tiny_job_config(const fs::path& dir) {
-  fs::create_directories(dir);
-  const fs::path path = dir / "ep2.toml";
-  std::ofstream(path) << R"([model]
-init = "random"
-arch = "qwen3_moe"
-hidden_size = 32
-num_hidden_layers = 1
-num_attention_heads = 2
-num_key_value_heads = 1
-num_experts = 4
-num_experts_per_tok = 2
-moe_intermediate_size = 32
-max_position_embeddings = 32
-seed = 1
-[task]
-name = "addition"
-digits = 1
-seed = 1
-[algorithm]
-algorithm = "grpo"
-group_size = 4
-[rollout]
-prompts_per_step = 4
-max_new_tokens = 4
-[train]
-sft_steps = 3
-sft_batch_size = 8
-steps = 2
-eval_prompts = 8
-checkpoint_every = 1
-seed = 1
-threads = 1
-micro_batch_size = 8
-[ep]
-size = 2
-backend = "fabric"
-)";
-  return path.string();
+  return e2e::write_tiny_job(
+      dir.string(), {"model.seed=1", "task.seed=1", "task.format_reward=0.0", "algorithm.eps_high=0.2",
+                     "rollout.max_new_tokens=4", "train.sft_steps=3", "train.sft_batch_size=8", "train.steps=2",
+                     "train.eval_prompts=8", "train.checkpoint_every=1", "train.seed=1", "train.threads=1",
+                     "train.micro_batch_size=8", "train.warmup_steps=0", "train.keep_checkpoints=2", "ep.size=2",
+                     "ep.backend=\"fabric\""});
 }
 
 TEST(EpTrain, TrainCommitsCheckpointOneRankLoadsAndResumes) {

@@ -54,6 +54,22 @@ seed = 11
 threads = 1
 )";
 
+// The async variant the queue tests start from: 2-digit sums with no format credit, no SFT,
+// TIS behaviour correction, 4 RL steps, one worker, the library defaults elsewhere (a test
+// appends its own [runtime] table).
+inline const std::vector<std::string> kAsyncTiny = {
+    "model.max_position_embeddings=64", "task.digits=2", "task.seed=1", "task.format_reward=0.0",
+    "algorithm.eps_high=0.2", "algorithm.behaviour_correction=\"tis\"", "rollout.max_new_tokens=4",
+    "rollout.num_workers=1", "train.sft_steps=0", "train.sft_batch_size=64", "train.steps=4",
+    "train.warmup_steps=0", "train.micro_batch_size=64", "train.keep_checkpoints=2", "train.seed=1",
+    "train.threads=0"};
+
+// `base` followed by `more` (later overrides win).
+inline std::vector<std::string> plus(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
 // The preset with `overrides` applied, as TOML text (what a run dir's config.toml holds).
 inline std::string tiny_job_text(const std::vector<std::string>& overrides = {}) {
   return ConfigDoc::parse(kTinyJobToml, "tiny_job.toml", overrides).to_toml();

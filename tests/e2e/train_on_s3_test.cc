@@ -23,6 +23,7 @@
 
 #include "base/subprocess.h"
 #include "runtime/redis_server.h"
+#include "e2e/tiny_job.h"
 #include "store/commit.h"
 #include "store/testing/s3_env.h"
 #include "store/testing/test_util.h"
@@ -33,76 +34,12 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-// The golden test's tiny job (src/train/golden_test.cc), fewer SFT steps.
-const char* kSyncJob = R"([model]
-init = "random"
-hidden_size = 32
-num_hidden_layers = 1
-num_attention_heads = 2
-num_key_value_heads = 1
-num_experts = 4
-num_experts_per_tok = 2
-moe_intermediate_size = 32
-max_position_embeddings = 32
-seed = 3
-[task]
-name = "addition"
-digits = 1
-seed = 5
-format_reward = 0.2
-[algorithm]
-algorithm = "grpo"
-group_size = 4
-eps_high = 0.28
-[rollout]
-prompts_per_step = 4
-max_new_tokens = 3
-[train]
-sft_steps = 10
-sft_batch_size = 16
-steps = 6
-lr = 1e-3
-warmup_steps = 2
-micro_batch_size = 8
-eval_prompts = 8
-keep_checkpoints = 4
-seed = 11
-threads = 1
-)";
-
-const char* kAsyncJob = R"([model]
-init = "random"
-arch = "qwen3_moe"
-hidden_size = 32
-num_hidden_layers = 1
-num_attention_heads = 2
-num_key_value_heads = 1
-num_experts = 4
-num_experts_per_tok = 2
-moe_intermediate_size = 32
-max_position_embeddings = 64
-seed = 3
-[task]
-name = "addition"
-digits = 2
-seed = 1
-[algorithm]
-algorithm = "grpo"
-group_size = 4
-behaviour_correction = "tis"
-[rollout]
-prompts_per_step = 4
-max_new_tokens = 4
-num_workers = 2
-[train]
-sft_steps = 0
-steps = 8
-checkpoint_every = 2
-eval_prompts = 8
-micro_batch_size = 64
-seed = 1
-threads = 1
-)";
+// The tiny-job preset (e2e/tiny_job.h): fewer SFT steps and eval prompts for the sync run;
+// its async variant with two workers, 8 steps and a checkpoint every 2 for the async one.
+const std::vector<std::string> kSyncJob = {"train.sft_steps=10", "train.eval_prompts=8"};
+const std::vector<std::string> kAsyncJob = e2e::plus(
+    e2e::kAsyncTiny, {"rollout.num_workers=2", "train.steps=8", "train.checkpoint_every=2", "train.eval_prompts=8",
+                      "train.threads=1"});
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
@@ -199,8 +136,9 @@ TEST(TrainOnS3, SyncCheckpointsGoToTheBucketAndTheRerunResumesOnTheSameCurve) {
   TempDir tmp;
   std::string uri = testing::fresh_s3_uri("train-sync");
   std::string prefix = uri.substr(std::string("s3://").size() + std::string(testing::S3TestServer::kBucket).size() + 1);
-  std::string local_cfg = write_config(tmp, "local.toml", kSyncJob);
-  std::string s3_cfg = write_config(tmp, "s3.toml", std::string(kSyncJob) + "[store]\nuri = \"" + uri + "\"\n");
+  std::string local_cfg = write_config(tmp, "local.toml", e2e::tiny_job_text(kSyncJob));
+  std::string s3_cfg =
+      write_config(tmp, "s3.toml", e2e::tiny_job_text(e2e::plus(kSyncJob, {"store.uri=\"" + uri + "\""})));
   auto env = s3_env(server);
 
   // Reference: uninterrupted, local store.
@@ -286,10 +224,10 @@ TEST(TrainOnS3, AsyncWeightVersionsGoToTheBucketAndAKilledTrainerResumesFromIt) 
   std::string prefix = uri.substr(std::string("s3://").size() + std::string(testing::S3TestServer::kBucket).size() + 1);
   std::string cfg = write_config(
       tmp, "async.toml",
-      std::string(kAsyncJob) + "[runtime]\nmode = \"async\"\nqueue_url = \"" + redis.url() +
+      e2e::tiny_job_text(e2e::plus(kAsyncJob, {"store.uri=\"" + uri + "\""})) +
+          "\n[runtime]\nmode = \"async\"\nqueue_url = \"" + redis.url() +
           "\"\nnamespace = \"s3train\"\ntasks_per_lease = 2\nlease_seconds = 2\nmax_staleness = 4\n"
-          "stale_policy = \"regenerate\"\ndrain_seconds = 3\ndrain_margin_seconds = 0.5\ncall_timeout_seconds = 10\n"
-          "[store]\nuri = \"" + uri + "\"\n");
+          "stale_policy = \"regenerate\"\ndrain_seconds = 3\ndrain_margin_seconds = 0.5\ncall_timeout_seconds = 10\n");
   std::string run_dir = tmp.file("run");
   auto env = s3_env(server);
   std::vector<std::string> argv = {bin(), "train", cfg, "--mode", "async", "--run-dir", run_dir, "--no-plot"};
