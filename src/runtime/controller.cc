@@ -1,10 +1,9 @@
 // AsyncController: queue top-up, stale handling and trainer idle accounting.
 #include "runtime/controller.h"
 
-#include <set>
-
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -87,6 +86,7 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
     }
     StaleSplit split = config_.stale.apply(std::move(got), current_version, acc_);
     for (ExperienceRecord& r : split.keep) {
+      regenerating_.erase(r.task_id);
       if (config_.drop_no_signal) {
         const bool keep = has_signal(r);
         kept_.observe(keep);
@@ -99,8 +99,9 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
     }
     if (config_.stale.policy == StalePolicy::kRegenerate) {
       for (const ExperienceRecord& r : split.stale) {
-        queue_.enqueue(factory_(r.cursor, r.attempt + 1),
-                       Deadline::after_seconds(config_.call_timeout_seconds));
+        TaskUnit again = factory_(r.cursor, r.attempt + 1);
+        regenerating_[again.task_id] = {r.cursor, again.attempt};
+        queue_.enqueue(again, Deadline::after_seconds(config_.call_timeout_seconds));
       }
     }
     if (deadline.expired()) break;
@@ -125,7 +126,9 @@ bool AsyncController::finished(Deadline deadline) {
 BufferSnapshot AsyncController::snapshot() {
   BufferSnapshot s = buffer_.snapshot();
   s.data_cursor = cursor_;
-  s.extra = acc_->state().dump();
+  nlohmann::json regen = nlohmann::json::array();
+  for (const auto& [id, at] : regenerating_) regen.push_back({at.first, at.second});
+  s.extra = nlohmann::json{{"accounting", acc_->state()}, {"regenerating", regen}}.dump();
   return s;
 }
 
@@ -134,19 +137,25 @@ void AsyncController::restore(const BufferSnapshot& snapshot, Deadline deadline)
   // Resume after whatever a previous life enqueued (Redis keeps it; in-process it is gone).
   const uint64_t queued_up_to = queue_.producer_cursor(deadline);
   cursor_ = std::max<uint64_t>({snapshot.data_cursor, queued_up_to, config_.first_cursor});
-  // A queue that does not remember the tasks before the checkpoint's cursor (in-process: a
-  // new process) lost those still queued or leased: enqueue again each one the snapshot
-  // does not show as handed to the trainer or waiting in the buffer.
-  if (queued_up_to < snapshot.data_cursor) {
-    requeue_lost(snapshot, std::max(queued_up_to, config_.first_cursor), deadline);
-  }
   if (!snapshot.extra.empty()) {
     auto j = nlohmann::json::parse(snapshot.extra, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) {
       throw Error("controller state in the checkpoint is not JSON",
                   "the checkpoint was written by a different moerl build", ErrorCode::kIo);
     }
-    acc_->load_state(j);
+    // Older snapshots hold the accounting state alone.
+    acc_->load_state(j.contains("accounting") ? j["accounting"] : j);
+    regenerating_.clear();
+    for (const auto& e : j.value("regenerating", nlohmann::json::array())) {
+      TaskUnit u = factory_(e.at(0).get<uint64_t>(), e.at(1).get<uint32_t>());
+      regenerating_[u.task_id] = {u.cursor, u.attempt};
+    }
+  }
+  // A queue that does not remember the tasks before the checkpoint's cursor (in-process: a
+  // new process) lost those still queued or leased: enqueue again each one the snapshot
+  // does not show as handed to the trainer or waiting in the buffer.
+  if (queued_up_to < snapshot.data_cursor) {
+    requeue_lost(snapshot, std::max(queued_up_to, config_.first_cursor), deadline);
   }
   acc_->set(Counter::kTasksCreated, static_cast<int64_t>(cursor_ - config_.first_cursor));
   last_return_ = 0;
@@ -163,6 +172,17 @@ void AsyncController::requeue_lost(const BufferSnapshot& snapshot, uint64_t from
     TaskUnit u = factory_(c, 0);
     if (done.count(u.task_id)) continue;
     queue_.enqueue(u, deadline);
+    ++requeued;
+  }
+  // A stale record's regeneration (attempt + 1) queued at the checkpoint: the stale attempt
+  // is in `seen`, the new one is not.
+  std::set<std::string> keys(snapshot.seen.begin(), snapshot.seen.end());
+  for (const auto* records : {&snapshot.pending, &snapshot.ungot}) {
+    for (const ExperienceRecord& r : *records) keys.insert(dedupe_key(r.task_id, r.attempt));
+  }
+  for (const auto& [id, at] : regenerating_) {
+    if (keys.count(dedupe_key(id, at.second))) continue;
+    queue_.enqueue(factory_(at.first, at.second), deadline);
     ++requeued;
   }
   if (requeued > 0) {

@@ -15,6 +15,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "runtime/accounting.h"
 #include "runtime/experience_buffer.h"
@@ -73,6 +76,9 @@ class AsyncController {
   uint64_t cursor_;             // next dataset index to enqueue
   double last_return_ = 0;      // when next_batch last returned (trainer busy since then)
   KeptFraction kept_;           // records kept by drop_no_signal
+  // Stale tasks enqueued again (task id -> cursor, attempt), until a fresh record of them is
+  // kept; carried in snapshots so a restart on an empty queue can enqueue them again.
+  std::map<std::string, std::pair<uint64_t, uint32_t>> regenerating_;
   int64_t queue_target() const;
   // Enqueues again the tasks in [from, snapshot.data_cursor) that the snapshot does not show
   // as handed out or buffered (a queue that lost its contents in a restart).

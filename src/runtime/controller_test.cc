@@ -192,6 +192,34 @@ TEST(Controller, RestartOnAFreshInProcessQueueEnqueuesTheLostTasksAgain) {
   EXPECT_EQ(rep.lost, 0) << rep.to_json().dump();
 }
 
+// A stale record's regeneration (attempt + 1) queued at the checkpoint is lost with an
+// in-process queue too: the snapshot carries it, and the restart enqueues it again.
+TEST(Controller, RestartOnAFreshInProcessQueueRegeneratesTheStaleAgain) {
+  ControllerConfig cfg{.total_tasks = 2, .queue_ahead = 2};
+  cfg.stale = {.max_staleness = 0, .policy = StalePolicy::kRegenerate};
+  BufferSnapshot checkpoint;
+  {
+    InProcessTaskQueue q;
+    InProcessExperienceBuffer b;
+    Accounting acc;
+    AsyncController ctl(cfg, q, b, task_at, &acc);
+    ctl.top_up(soon());
+    serve(q, b, /*version=*/0);
+    // The trainer is at version 1: both records are stale and their tasks queued again.
+    EXPECT_TRUE(ctl.next_batch(2, 1, Deadline::after_seconds(0.5)).empty());
+    ASSERT_EQ(q.depth(soon()).ready, 2);
+    checkpoint = BufferSnapshot::decode(ctl.snapshot().encode());
+  }
+  InProcessTaskQueue q;
+  InProcessExperienceBuffer b;
+  Accounting acc;
+  AsyncController ctl(cfg, q, b, task_at, &acc);
+  ctl.restore(checkpoint, soon());
+  std::vector<Lease> leases = q.lease("w", 4, 30, soon());
+  ASSERT_EQ(leases.size(), 2u);
+  for (const Lease& l : leases) EXPECT_EQ(l.task.attempt, 1u) << l.task.task_id;
+}
+
 TEST_F(ControllerRedisTest, RestartResumesWithoutDuplicatesOrLoss) {
   RedisUrl url = parse_redis_url(url_);
   RedisTaskQueue worker_q(url, "ctl");
