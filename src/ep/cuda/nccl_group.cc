@@ -122,9 +122,7 @@ class NcclGroup final : public detail::AllToAllOver<c10d::ProcessGroupNCCL> {
 }  // namespace
 
 std::shared_ptr<Group> nccl_group(const Config& cfg, int64_t num_experts) {
-  detail::World w = detail::join_world("nccl", cfg.timeout_s);
-  cfg.validate(num_experts, w.world_size);
-  return std::make_shared<NcclGroup>(cfg, num_experts, w);
+  return detail::make_world_group<NcclGroup>("nccl", cfg, num_experts);
 }
 
 }  // namespace moerl::ep

@@ -63,9 +63,7 @@ class AllToAllGroup final : public detail::AllToAllOver<c10d::ProcessGroupGloo> 
 }  // namespace
 
 std::shared_ptr<Group> alltoall_group(const Config& cfg, int64_t num_experts) {
-  detail::World w = detail::join_world("alltoall", cfg.timeout_s);
-  cfg.validate(num_experts, w.world_size);
-  return std::make_shared<AllToAllGroup>(cfg, num_experts, w);
+  return detail::make_world_group<AllToAllGroup>("alltoall", cfg, num_experts);
 }
 
 }  // namespace moerl::ep

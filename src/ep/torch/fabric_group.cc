@@ -303,9 +303,7 @@ class FabricGroup final : public detail::RoutedGroup {
 }  // namespace
 
 std::shared_ptr<Group> fabric_group(const Config& cfg, int64_t num_experts) {
-  detail::World w = detail::join_world("fabric", cfg.timeout_s);
-  cfg.validate(num_experts, w.world_size);
-  return std::make_shared<FabricGroup>(cfg, num_experts, w);
+  return detail::make_world_group<FabricGroup>("fabric", cfg, num_experts);
 }
 
 }  // namespace moerl::ep

@@ -5,7 +5,10 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <memory>
 #include <string>
+
+#include "ep/ep.h"
 
 namespace moerl::ep::detail {
 
@@ -17,5 +20,14 @@ struct World {
 
 // Collective: every rank calls it once per group, in the same order.
 World join_world(const std::string& group_kind, double timeout_s);
+
+// The factory of a multi-rank backend: joins the launch's ranks, checks the config against
+// the world size, builds Backend(cfg, num_experts, world). Collective, like join_world.
+template <typename Backend>
+std::shared_ptr<Backend> make_world_group(const std::string& group_kind, const Config& cfg, int64_t num_experts) {
+  World w = join_world(group_kind, cfg.timeout_s);
+  cfg.validate(num_experts, w.world_size);
+  return std::make_shared<Backend>(cfg, num_experts, w);
+}
 
 }  // namespace moerl::ep::detail
