@@ -36,6 +36,18 @@ int serve(TaskQueue& q, ExperienceBuffer& b, uint64_t version, int max = 1000) {
   return n;
 }
 
+// Serves and trains until the controller is finished (30 s at most); every task trained once.
+AccountingReport run_to_end(AsyncController& ctl, TaskQueue& q, ExperienceBuffer& b, std::set<std::string>& trained) {
+  Deadline end = Deadline::after_seconds(30);
+  while (!ctl.finished(soon()) && !end.expired()) {
+    serve(q, b, 0);
+    for (auto& r : ctl.next_batch(4, 0, Deadline::after_seconds(0.5))) {
+      EXPECT_TRUE(trained.insert(r.task_id).second) << "trained twice: " << r.task_id;
+    }
+  }
+  return ctl.report(soon());
+}
+
 TEST(Controller, TopUpKeepsQueueAheadAndStopsAtTotal) {
   InProcessTaskQueue q;
   InProcessExperienceBuffer b;
@@ -179,15 +191,8 @@ TEST(Controller, RestartOnAFreshInProcessQueueEnqueuesTheLostTasksAgain) {
   AsyncController ctl(cfg, q, b, task_at, &acc);
   ctl.restore(checkpoint, soon());
   EXPECT_GE(q.depth(soon()).ready, 2) << "the tasks queued at the checkpoint must be queued again";
-  Deadline end = Deadline::after_seconds(30);
-  while (!ctl.finished(soon()) && !end.expired()) {
-    serve(q, b, 0);
-    for (auto& r : ctl.next_batch(4, 0, Deadline::after_seconds(0.5))) {
-      EXPECT_TRUE(trained.insert(r.task_id).second) << "trained twice: " << r.task_id;
-    }
-  }
+  AccountingReport rep = run_to_end(ctl, q, b, trained);
   EXPECT_EQ(trained.size(), 12u);
-  AccountingReport rep = ctl.report(soon());
   EXPECT_EQ(rep.get(Counter::kTasksCompleted), 12);
   EXPECT_EQ(rep.lost, 0) << rep.to_json().dump();
 }
@@ -251,15 +256,8 @@ TEST_F(ControllerRedisTest, RestartResumesWithoutDuplicatesOrLoss) {
   AsyncController ctl(cfg, q, b, task_at, &acc);
   ctl.restore(checkpoint, soon());
   EXPECT_EQ(ctl.data_cursor(), cursor_at_crash) << "must resume after the tasks the first life enqueued";
-  Deadline end = Deadline::after_seconds(30);
-  while (!ctl.finished(soon()) && !end.expired()) {
-    serve(worker_q, worker_b, 0);
-    for (auto& r : ctl.next_batch(4, 0, Deadline::after_seconds(0.5))) {
-      EXPECT_TRUE(trained.insert(r.task_id).second) << "trained twice: " << r.task_id;
-    }
-  }
+  AccountingReport rep = run_to_end(ctl, worker_q, worker_b, trained);
   EXPECT_EQ(trained.size(), 12u);
-  AccountingReport rep = ctl.report(soon());
   EXPECT_EQ(rep.get(Counter::kTasksCreated), 12);
   EXPECT_EQ(rep.get(Counter::kTasksCompleted), 12);
   EXPECT_EQ(rep.lost, 0) << rep.to_json().dump();
