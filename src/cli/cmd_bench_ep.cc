@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "cli/bench.h"
 #include "ep/bench.h"
+#include "job/gpu_paths.h"
 
 namespace moerl::cli {
 
@@ -31,6 +32,7 @@ static int run_bench_ep(Args& a) {
   o.mode = ep::parse_mode(a.value_or("--mode", "normal"));
   o.provider = a.value_or("--provider", "");
   o.device = a.value_or("--device", o.device);
+  if (o.device == "cuda") job::enable_gpu_paths();  // the cuda_ipc and nccl backends
   o.warmup = static_cast<int>(a.integer("--warmup", o.warmup));
   o.iters = static_cast<int>(a.integer("--iters", o.iters));
   o.seed = static_cast<uint64_t>(a.integer("--seed", 1));

@@ -20,8 +20,6 @@ struct Command {
 
 void register_command(Command command);
 const std::vector<Command>& commands();
-// Installs the GPU fast paths when this build has them and a GPU is visible (gpu_init.cc).
-void init_gpu();
 
 }  // namespace moerl::cli
 

@@ -46,7 +46,6 @@ int main(int argc, char** argv) {
     if (c.name != name) continue;
     Args args(name, std::vector<std::string>(argv + 2, argv + argc));
     try {
-      init_gpu();
       return c.run(args);
     } catch (const moerl::Error& e) {
       std::fprintf(stderr, "moerl %s: error (%s): %s\n", name.c_str(), moerl::error_code_name(e.code()), e.what());

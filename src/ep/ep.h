@@ -121,7 +121,7 @@ const char* mode_name(Mode m);
 std::shared_ptr<Group> make_group(const Config& cfg, int64_t num_experts);
 
 // Backends built outside this library (the GPU ones, cuda_ipc and nccl) register their
-// factory at startup (cli/gpu_init.cc); make_group then creates them like the others.
+// factory when a job or command uses the GPU (job/gpu_paths.cc); make_group then creates them like the others.
 using GroupFactory = std::shared_ptr<Group> (*)(const Config& cfg, int64_t num_experts);
 void register_backend(Backend b, GroupFactory factory);
 

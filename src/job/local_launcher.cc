@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/files.h"
 #include "base/subprocess.h"
+#include "job/gpu_paths.h"
 #include "job/roles.h"
 #include "rollout/worker.h"
 #include "runtime/drain.h"
@@ -52,6 +53,7 @@ nlohmann::json run_with_processes(const JobConfig& cfg, const JobOptions& option
 
 // In-process queue: worker threads sharing the backends; versions pass in memory.
 nlohmann::json run_with_threads(const JobConfig& cfg, const JobOptions& options) {
+  enable_gpu_paths_for(cfg);  // before the worker threads build their models
   const int64_t n = cfg.rollout.num_workers;
   runtime::RuntimeBackends b = runtime::open_backends(cfg.runtime);
   std::unique_ptr<model::Tokenizer> tok = make_job_tokenizer(cfg);

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/log.h"
+#include "job/gpu_paths.h"
 #include "job/inline_source.h"
 #include "job/local_launcher.h"
 #include "job/trainer_loop.h"
@@ -41,6 +42,7 @@ rollout::WorkerSetup worker_setup(const JobConfig& cfg, const model::Tokenizer& 
 }
 
 int run_rollout_role(const JobConfig& cfg, const RolloutRoleOptions& options) {
+  enable_gpu_paths_for(cfg);
   runtime::DrainController drain(cfg.runtime.drain_seconds);
   runtime::DrainController::install_signal_handlers(&drain);
   std::unique_ptr<model::Tokenizer> tok = make_job_tokenizer(cfg);

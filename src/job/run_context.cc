@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "io/tensor_io.h"
 #include "job/ep_join.h"
+#include "job/gpu_paths.h"
 #include "store/commit.h"
 #include "train/ep_checkpoint.h"
 #include "train/reward_model.h"
@@ -28,6 +29,7 @@ std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir) {
 }
 
 RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::move(o)) {
+  enable_gpu_paths_for(cfg);
   if (opts.ranks == TrainerRanks::kExpertParallel) {
     EpJoin ep = join_ep(cfg);
     ep_group = std::move(ep.group);

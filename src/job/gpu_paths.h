@@ -1,0 +1,21 @@
+// The GPU code paths of a CUDA build, switched on by the job's configuration (a model or EP
+// backend on the GPU) by the library itself, so a program that links moerl without the CLI
+// gets what `moerl` gets: this rank takes GPU LOCAL_RANK mod the GPU count, MoE experts run
+// as grouped GEMMs, model::generate takes the CUDA-graph decode, and ep::make_group knows the
+// cuda_ipc and nccl backends.
+//
+//   enable_gpu_paths_for(cfg);   // RunContext and the rollout role call it first
+// Idempotent and thread-safe; does nothing in a CPU build, with no visible GPU, or when the
+// config keeps everything on the CPU.
+#pragma once
+
+#include "job/job_config.h"
+
+namespace moerl::job {
+
+// Unconditionally (a CUDA build with a visible GPU): for commands that take a device flag.
+void enable_gpu_paths();
+// When cfg places the model on a GPU ([model] device) or names a GPU EP backend.
+void enable_gpu_paths_for(const JobConfig& cfg);
+
+}  // namespace moerl::job
