@@ -31,22 +31,22 @@ if ! ninja -C "$B" -j16 moerl_gpu_tests moerl_moe_bench moerl_gen_bench >"$L/bui
   grep -E "error|FAILED" "$L/build.log" | head -40
 fi
 
-if [ -x "$B/dev/gpu/moerl_gpu_tests" ]; then
+if [ -x "$B/src/model/cuda/moerl_gpu_tests" ]; then
   step "GPU tests"
-  "${RUNENV[@]}" "$B/dev/gpu/moerl_gpu_tests" --gtest_output=json:"$OUT/tests.json" >"$L/tests.log" 2>&1
+  "${RUNENV[@]}" "$B/src/model/cuda/moerl_gpu_tests" --gtest_output=json:"$OUT/tests.json" >"$L/tests.log" 2>&1
   rc=$?; echo "tests rc=$rc" | tee -a "$L/tests.log"
   grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which is|rel_err|error|exception" "$L/tests.log" | head -40
   if [ $rc -gt 128 ]; then  # crashed: where (cuda-gdb also debugs host code here)
     last=$(grep -E "^\[ RUN" "$L/tests.log" | tail -1 | awk '{print $4}')
-    "${RUNENV[@]}" timeout 120 cuda-gdb -batch -ex run -ex bt --args "$B/dev/gpu/moerl_gpu_tests" --gtest_filter="$last" \
+    "${RUNENV[@]}" timeout 120 cuda-gdb -batch -ex run -ex bt --args "$B/src/model/cuda/moerl_gpu_tests" --gtest_filter="$last" \
       >"$L/tests_gdb.log" 2>&1; grep -E "^#" "$L/tests_gdb.log" | head -15
-    "${RUNENV[@]}" "$B/dev/gpu/moerl_gpu_tests" --gtest_filter="-$last" >"$L/tests_rest.log" 2>&1
+    "${RUNENV[@]}" "$B/src/model/cuda/moerl_gpu_tests" --gtest_filter="-$last" >"$L/tests_rest.log" 2>&1
     echo "tests without $last rc=$?"; grep -E "^\[  (FAILED|PASSED) |Failure|exception" "$L/tests_rest.log" | head -20
   fi
   step "compute-sanitizer (memcheck, racecheck) on EP kernels"
   for tool in memcheck racecheck; do
     timeout 240 "${RUNENV[@]}" compute-sanitizer --tool $tool --error-exitcode 9 \
-      "$B/dev/gpu/moerl_gpu_tests" --gtest_filter='EpCudaKernels.*:MoeGpu.Swiglu*' >"$L/sanitizer_$tool.log" 2>&1
+      "$B/src/model/cuda/moerl_gpu_tests" --gtest_filter='EpCudaKernels.*:MoeGpu.Swiglu*' >"$L/sanitizer_$tool.log" 2>&1
     echo "sanitizer $tool rc=$?" | tee -a "$L/sanitizer_$tool.log"; tail -3 "$L/sanitizer_$tool.log"
   done
 fi
