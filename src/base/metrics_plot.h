@@ -4,7 +4,7 @@
 //
 //   MetricsPlotSpec spec;
 //   spec.panels = {"reward+eval.reward", "loss"};
-//   plot_metrics_jsonl(run_dir + "/metrics.jsonl", run_dir + "/plot.png", spec);
+//   plot_metrics_jsonl(run_dir + "/metrics.jsonl", run_dir + "/plot.png", spec);  // or .svg
 //
 // Rows without a field are skipped for that series (so sparse fields such as periodic
 // eval results still draw as one line); a null value (NaN/Inf written by JsonlWriter)
@@ -37,8 +37,9 @@ std::vector<std::string> numeric_fields(const std::vector<nlohmann::json>& rows)
 std::vector<PlotPanel> metrics_panels(const std::vector<nlohmann::json>& rows,
                                       const MetricsPlotSpec& spec);
 
-// Reads `jsonl_path`, writes `png_path`; returns the number of panels drawn.
-size_t plot_metrics_jsonl(const std::string& jsonl_path, const std::string& png_path,
+// Reads `jsonl_path`, writes `out_path` (PNG or SVG by its extension); returns the number of
+// panels drawn.
+size_t plot_metrics_jsonl(const std::string& jsonl_path, const std::string& out_path,
                           const MetricsPlotSpec& spec);
 
 }  // namespace moerl

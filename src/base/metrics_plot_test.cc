@@ -91,7 +91,7 @@ TEST(MetricsPlot, UnknownFieldsNameWhatExists) {
   EXPECT_THROW(metrics_panels({}, MetricsPlotSpec{}), Error);
 }
 
-TEST(MetricsPlot, CommandWritesPng) {
+TEST(MetricsPlot, CommandWritesPngAndSvg) {
   const char* bin = std::getenv("MOERL_BIN");
   if (bin == nullptr || ::access(bin, X_OK) != 0) GTEST_SKIP() << "no moerl binary at MOERL_BIN (run through ctest after a full build)";
   std::string dir = testing::TempDir() + "/mplot." + std::to_string(::getpid());
@@ -102,6 +102,7 @@ TEST(MetricsPlot, CommandWritesPng) {
   }
   std::string cmd = std::string(bin) + " plot " + dir + "/metrics.jsonl --y reward+eval.reward,loss --width 900";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  int rc = 0;
   std::ifstream in(dir + "/plot.png", std::ios::binary);
   std::vector<uint8_t> png((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_GT(png.size(), 33u);
@@ -109,8 +110,18 @@ TEST(MetricsPlot, CommandWritesPng) {
   auto be32 = [&](size_t o) { return (uint32_t{png[o]} << 24) | (uint32_t{png[o + 1]} << 16) | (uint32_t{png[o + 2]} << 8) | png[o + 3]; };
   EXPECT_EQ(be32(16), 900u);  // IHDR width
   EXPECT_EQ(be32(20), 440u);  // one row of panels
-  // A misspelled field fails with exit code 2 (bad input).
-  int rc = std::system((std::string(bin) + " plot " + dir + "/metrics.jsonl --y nope 2>/dev/null").c_str());
+  // SVG by the extension of --out.
+  cmd = std::string(bin) + " plot " + dir + "/metrics.jsonl --y reward --out " + dir + "/p.svg";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream svg_in(dir + "/p.svg");
+  std::string svg((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u) << svg.substr(0, 100);
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("width=\"1200px\""), std::string::npos) << svg.substr(0, 300);
+  // A misspelled field fails with exit code 2 (bad input); so does an unknown format.
+  rc = std::system((std::string(bin) + " plot " + dir + "/metrics.jsonl --out p.jpg 2>/dev/null").c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  rc = std::system((std::string(bin) + " plot " + dir + "/metrics.jsonl --y nope 2>/dev/null").c_str());
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   std::system(("rm -rf " + dir).c_str());
 }

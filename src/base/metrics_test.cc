@@ -26,9 +26,10 @@ TEST(Metrics, PrometheusTextIsExact) {
   reg.gauge("queue_depth", "Tasks waiting.\nsecond line").set(-2.25);
   auto& h = reg.histogram("step_seconds", "Step time.", {0.125, 0.5, 1}, {{"role", "train"}});
   for (double v : {0.0625, 0.125, 0.25, 0.75, 2.0}) h.observe(v);
-  reg.gauge("label_escape", "", {{"path", "a\"b\\c\nd"}}).set(1e-7);
+  reg.gauge("label_escape", "Escapes.", {{"path", "a\"b\\c\nd"}}).set(1e-7);
 
   const std::string expected =
+      "# HELP label_escape Escapes.\n"
       "# TYPE label_escape gauge\n"
       "label_escape{path=\"a\\\"b\\\\c\\nd\"} 1e-07\n"
       "# HELP queue_depth Tasks waiting.\\nsecond line\n"
@@ -64,16 +65,23 @@ TEST(Metrics, MisuseThrowsWithHint) {
   EXPECT_THROW(reg.gauge("x_total", "x"), Error);
   EXPECT_THROW(reg.counter("x_total", "other help"), Error);
   EXPECT_THROW(reg.counter("9bad", "x"), Error);
-  EXPECT_THROW(reg.counter("ok", "x", {{"__reserved", "v"}}), Error);
+  EXPECT_THROW(reg.counter("ok_total", "x", {{"__reserved", "v"}}), Error);
+  // Prometheus naming conventions: counters and only counters end in _total; help is required.
+  EXPECT_THROW(reg.counter("requests", "x"), Error);
+  EXPECT_THROW(reg.gauge("depth_total", "x"), Error);
+  EXPECT_THROW(reg.histogram("lat_total", "x", {1}), Error);
+  EXPECT_THROW(reg.gauge("no_help", ""), Error);
+  EXPECT_NO_THROW(reg.gauge("depth", "x"));
   EXPECT_THROW(reg.histogram("h", "x", {1, 0.5}), Error);
   EXPECT_THROW(reg.histogram("h2", "x", {1, 2}, {{"le", "1"}}), Error);
   reg.histogram("h3", "x", {1, 2});
   EXPECT_THROW(reg.histogram("h3", "x", {1, 3}), Error);
   EXPECT_THROW(reg.counter("x_total", "").inc(-1), Error);
   try {
-    reg.gauge("x_total", "x");
+    reg.gauge("h3", "x");
+    ADD_FAILURE() << "a histogram re-registered as a gauge";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("x_total is a counter"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("h3 is a histogram"), std::string::npos) << e.what();
     EXPECT_FALSE(e.hint().empty());
   }
 }

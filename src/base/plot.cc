@@ -1,16 +1,27 @@
-// Line-chart rendering: grid layout, per-panel axes/ticks/grid, anti-aliased series drawn
-// through a coverage buffer (so joints do not darken), legend placed in the emptiest corner.
+// Line-chart rendering on cairo: grid layout, per-panel axes/ticks/grid, series polylines
+// (decimated per pixel column when dense), and a legend placed in the emptiest corner. The
+// same drawing goes to an image surface (PNG) or an SVG surface.
 #include "base/plot.h"
 
+#include <cairo-svg.h>
+#include <cairo.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cmath>
-#include <cstdio>
+#include <memory>
 
 #include "base/error.h"
-#include "base/font.h"
+#include "base/files.h"
+#include "base/plot_draw.h"
 
 namespace moerl {
 namespace {
+
+using plot_draw::hline;
+using plot_draw::Pen;
+using plot_draw::set_color;
+using plot_draw::vline;
 
 constexpr Rgb kBackground{255, 255, 255};
 constexpr Rgb kTitleInk{30, 30, 30};
@@ -19,62 +30,15 @@ constexpr Rgb kFrame{150, 150, 150};
 constexpr Rgb kGrid{234, 234, 234};
 constexpr Rgb kLegendBorder{205, 205, 205};
 
-struct Rect {
-  int x0, y0, x1, y1;  // [x0, x1) x [y0, y1)
-  int w() const { return x1 - x0; }
-  int h() const { return y1 - y0; }
+struct Box {
+  double x0, y0, x1, y1;
+  double w() const { return x1 - x0; }
+  double h() const { return y1 - y0; }
+  bool contains(double x, double y) const { return x >= x0 && x < x1 && y >= y0 && y < y1; }
 };
 
 struct Range {
   double lo, hi;
-};
-
-// Per-pixel coverage in [0, 1] over a rectangle; a series is rasterized into one buffer
-// (max over its segments) and blended once.
-class Coverage {
- public:
-  explicit Coverage(Rect r) : r_(r), a_(static_cast<size_t>(r.w()) * r.h(), 0.0f) {}
-  void segment(double ax, double ay, double bx, double by, double half) {
-    int x0 = static_cast<int>(std::floor(std::min(ax, bx) - half - 1));
-    int x1 = static_cast<int>(std::ceil(std::max(ax, bx) + half + 1));
-    int y0 = static_cast<int>(std::floor(std::min(ay, by) - half - 1));
-    int y1 = static_cast<int>(std::ceil(std::max(ay, by) + half + 1));
-    double dx = bx - ax, dy = by - ay, len2 = dx * dx + dy * dy;
-    for (int y = std::max(y0, r_.y0); y < std::min(y1, r_.y1); ++y) {
-      for (int x = std::max(x0, r_.x0); x < std::min(x1, r_.x1); ++x) {
-        double px = x + 0.5 - ax, py = y + 0.5 - ay;
-        double t = len2 > 0 ? std::clamp((px * dx + py * dy) / len2, 0.0, 1.0) : 0.0;
-        double d = std::hypot(px - t * dx, py - t * dy);
-        put(x, y, half + 0.5 - d);
-      }
-    }
-  }
-  void disc(double cx, double cy, double radius) { segment(cx, cy, cx, cy, radius); }
-  void blend_into(Image& img, Rgb color) const {
-    for (int y = r_.y0; y < r_.y1; ++y) {
-      for (int x = r_.x0; x < r_.x1; ++x) img.blend(x, y, color, at(x, y));
-    }
-  }
-  float at(int x, int y) const { return a_[static_cast<size_t>(y - r_.y0) * r_.w() + (x - r_.x0)]; }
-  void max_with(const Coverage& o) {
-    for (size_t i = 0; i < a_.size(); ++i) a_[i] = std::max(a_[i], o.a_[i]);
-  }
-  double sum_in(Rect q) const {
-    double s = 0;
-    for (int y = std::max(q.y0, r_.y0); y < std::min(q.y1, r_.y1); ++y) {
-      for (int x = std::max(q.x0, r_.x0); x < std::min(q.x1, r_.x1); ++x) s += at(x, y);
-    }
-    return s;
-  }
-
- private:
-  void put(int x, int y, double c) {
-    if (c <= 0) return;
-    float& v = a_[static_cast<size_t>(y - r_.y0) * r_.w() + (x - r_.x0)];
-    v = std::max(v, static_cast<float>(std::min(c, 1.0)));
-  }
-  Rect r_;
-  std::vector<float> a_;
 };
 
 struct Point {
@@ -105,9 +69,7 @@ std::vector<Point> decimate_by_column(const std::vector<Point>& pts) {
   return out;
 }
 
-bool finite_point(const PlotSeries& s, size_t i) {
-  return std::isfinite(s.xs[i]) && std::isfinite(s.ys[i]);
-}
+bool finite_point(const PlotSeries& s, size_t i) { return std::isfinite(s.xs[i]) && std::isfinite(s.ys[i]); }
 
 // Range with a margin; a degenerate (constant) range widens around its value.
 Range widen(double lo, double hi, double margin_frac) {
@@ -120,38 +82,71 @@ Range widen(double lo, double hi, double margin_frac) {
   return {lo - m, hi + m};
 }
 
-std::string fit_text(const std::string& text, int max_px, int scale) {
-  if (text_width(text, scale) <= max_px) return text;
-  std::string t = text;
-  while (!t.empty() && text_width(t + "...", scale) > max_px) t.pop_back();
-  return t.empty() ? "" : t + "...";
-}
-
 void validate(const std::vector<PlotPanel>& panels, int width, int height) {
-  if (panels.empty()) {
-    throw Error("plot: no panels to draw", "pass at least one PlotPanel (one per chart)");
-  }
+  if (panels.empty()) throw Error("plot: no panels to draw", "pass at least one PlotPanel (one per chart)");
   for (const auto& p : panels) {
     for (const auto& s : p.series) {
       if (s.xs.size() != s.ys.size()) {
-        throw Error("plot panel '" + p.title + "', series '" + s.name + "': " +
-                        std::to_string(s.xs.size()) + " x values but " +
-                        std::to_string(s.ys.size()) + " y values",
+        throw Error("plot panel '" + p.title + "', series '" + s.name + "': " + std::to_string(s.xs.size()) +
+                        " x values but " + std::to_string(s.ys.size()) + " y values",
                     "give xs and ys of the same length");
       }
     }
   }
   if (width < 160 || height < 120 || width > 16384 || height > 16384) {
-    throw Error("plot size " + std::to_string(width) + "x" + std::to_string(height) +
-                    " is out of range",
+    throw Error("plot size " + std::to_string(width) + "x" + std::to_string(height) + " is out of range",
                 "use at least 160x120 pixels (e.g. 1200x480) and at most 16384 per side");
   }
 }
 
-void draw_panel(Image& img, const PlotPanel& panel, Rect box, int s, double line_width) {
-  const int ts = s + 1;  // title scale
-  const int pad = 6 + 4 * s;
-  const int th = text_height(s);
+void draw_legend(cairo_t* cr, const PlotPanel& panel, Box plot, const Pen& pen, double line_width,
+                 const std::vector<Point>& drawn) {
+  std::vector<size_t> entries;
+  for (size_t k = 0; k < panel.series.size(); ++k) {
+    if (!panel.series[k].name.empty()) entries.push_back(k);
+  }
+  // Skipped when the only series is named like the panel.
+  if (entries.empty() || (entries.size() == 1 && panel.series[entries[0]].name == panel.title)) return;
+  const double s = pen.px(), row_h = std::ceil(pen.height() + 0.3 * s), swatch = std::ceil(1.6 * s);
+  const double inner = std::ceil(0.5 * s), m = std::ceil(0.6 * s);
+  double name_w = 0;
+  for (size_t k : entries) name_w = std::max(name_w, pen.width(panel.series[k].name));
+  name_w = std::ceil(std::min(name_w, plot.w() / 2));
+  const double lw = inner + swatch + 0.4 * s + name_w + inner, lh = inner + entries.size() * row_h + inner;
+  const Box corners[4] = {{plot.x1 - m - lw, plot.y0 + m, plot.x1 - m, plot.y0 + m + lh},
+                          {plot.x0 + m, plot.y0 + m, plot.x0 + m + lw, plot.y0 + m + lh},
+                          {plot.x1 - m - lw, plot.y1 - m - lh, plot.x1 - m, plot.y1 - m},
+                          {plot.x0 + m, plot.y1 - m - lh, plot.x0 + m + lw, plot.y1 - m}};
+  Box lb = corners[0];
+  size_t best = SIZE_MAX;
+  for (const Box& c : corners) {  // ties keep the earlier (preferred) corner
+    size_t covered = std::count_if(drawn.begin(), drawn.end(), [&](const Point& p) { return c.contains(p.x, p.y); });
+    if (covered < best) best = covered, lb = c;
+  }
+  lb = {std::floor(lb.x0), std::floor(lb.y0), std::floor(lb.x1), std::floor(lb.y1)};
+  set_color(cr, kBackground, 0.88);
+  cairo_rectangle(cr, lb.x0, lb.y0, lb.w(), lb.h());
+  cairo_fill(cr);
+  set_color(cr, kLegendBorder);
+  cairo_set_line_width(cr, 1);
+  cairo_rectangle(cr, lb.x0 + 0.5, lb.y0 + 0.5, lb.w() - 1, lb.h() - 1);
+  cairo_stroke(cr);
+  const double thick = std::max(2.0, std::round(line_width));
+  for (size_t e = 0; e < entries.size(); ++e) {
+    const PlotSeries& sr = panel.series[entries[e]];
+    const double y = lb.y0 + inner + e * row_h;
+    const double mid = std::floor(y + pen.height() / 2);
+    // Integer-aligned, so the swatch is exactly the series color in a PNG.
+    set_color(cr, sr.color.value_or(palette_color(entries[e])));
+    cairo_rectangle(cr, lb.x0 + inner, mid - std::floor(thick / 2), swatch, thick);
+    cairo_fill(cr);
+    pen.draw(lb.x0 + inner + swatch + 0.4 * s, y, pen.fit(sr.name, name_w), kTitleInk);
+  }
+}
+
+void draw_panel(cairo_t* cr, const PlotPanel& panel, Box box, double s, double line_width) {
+  const Pen text(cr, s, false), title(cr, 1.25 * s, true), label(cr, s, true);
+  const double pad = std::ceil(0.6 * s), th = text.height(), tick_len = std::ceil(0.4 * s);
 
   // Data extent over finite points.
   double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
@@ -160,32 +155,30 @@ void draw_panel(Image& img, const PlotPanel& panel, Rect box, int s, double line
     for (size_t i = 0; i < sr.xs.size(); ++i) {
       if (!finite_point(sr, i)) continue;
       ++num_finite;
-      xlo = std::min(xlo, sr.xs[i]);
-      xhi = std::max(xhi, sr.xs[i]);
-      ylo = std::min(ylo, sr.ys[i]);
-      yhi = std::max(yhi, sr.ys[i]);
+      xlo = std::min(xlo, sr.xs[i]), xhi = std::max(xhi, sr.xs[i]);
+      ylo = std::min(ylo, sr.ys[i]), yhi = std::max(yhi, sr.ys[i]);
     }
   }
-  Range xr = num_finite ? widen(xlo, xhi, 0.02) : Range{0, 1};
-  Range yr = num_finite ? widen(ylo, yhi, 0.06) : Range{0, 1};
+  const Range xr = num_finite ? widen(xlo, xhi, 0.02) : Range{0, 1};
+  const Range yr = num_finite ? widen(ylo, yhi, 0.06) : Range{0, 1};
 
-  // Title.
-  int top = box.y0 + pad;
+  double top = box.y0 + pad;
   if (!panel.title.empty()) {
-    std::string t = fit_text(panel.title, box.w() - 2 * pad, ts);
-    draw_text(img, box.x0 + (box.w() - text_width(t, ts)) / 2, top, t, kTitleInk, ts);
-    top += text_height(ts) + pad;
+    std::string t = title.fit(panel.title, box.w() - 2 * pad);
+    title.draw(box.x0 + (box.w() - title.width(t)) / 2, top, t, kTitleInk);
+    top += title.height() + pad;
   }
 
   // Y ticks first: their label width sets the left margin.
-  int bottom_margin = 4 * s + 3 * s + th + pad + (panel.x_label.empty() ? 0 : th + pad);
-  int plot_h_guess = std::max(20, box.y1 - bottom_margin - top);
-  std::vector<double> yt = nice_ticks(yr.lo, yr.hi, std::max(2, plot_h_guess / (45 * s)));
+  const double bottom_margin = tick_len + 0.3 * s + th + pad + (panel.x_label.empty() ? 0 : th + pad);
+  const double plot_h_guess = std::max(20.0, box.y1 - bottom_margin - top);
+  std::vector<double> yt = nice_ticks(yr.lo, yr.hi, std::max(2, static_cast<int>(plot_h_guess / (4 * s))));
   std::vector<std::string> ylabels = format_ticks(yt);
-  int ylab_w = 0;
-  for (const auto& l : ylabels) ylab_w = std::max(ylab_w, text_width(l, s));
-  int left = pad + (panel.y_label.empty() ? 0 : th + pad) + ylab_w + 4 * s + 3 * s;
-  Rect plot{box.x0 + left, top, box.x1 - pad - 16 * s, box.y1 - bottom_margin};
+  double ylab_w = 0;
+  for (const auto& l : ylabels) ylab_w = std::max(ylab_w, text.width(l));
+  const double left = pad + (panel.y_label.empty() ? 0 : th + pad) + ylab_w + tick_len + 0.3 * s;
+  const Box plot{std::floor(box.x0 + left), std::floor(top), std::floor(box.x1 - pad - 1.2 * s),
+                 std::floor(box.y1 - bottom_margin)};
   if (plot.w() < 20 || plot.h() < 20) return;  // too small to draw anything useful
 
   auto px_of = [&](double x) { return plot.x0 + 0.5 + (x - xr.lo) / (xr.hi - xr.lo) * (plot.w() - 1); };
@@ -194,63 +187,57 @@ void draw_panel(Image& img, const PlotPanel& panel, Rect box, int s, double line
   // X ticks: as many as fit without labels touching.
   std::vector<double> xt;
   std::vector<std::string> xlabels;
-  for (int target = std::max(2, plot.w() / (70 * s)); target >= 2; --target) {
+  for (int target = std::max(2, static_cast<int>(plot.w() / (6 * s))); target >= 2; --target) {
     xt = nice_ticks(xr.lo, xr.hi, target);
     xlabels = format_ticks(xt);
-    int widest = 0;
-    for (const auto& l : xlabels) widest = std::max(widest, text_width(l, s));
-    double spacing = xt.size() > 1 ? (px_of(xt[1]) - px_of(xt[0])) : 1e9;
-    if (widest + 12 * s < spacing) break;
+    double widest = 0;
+    for (const auto& l : xlabels) widest = std::max(widest, text.width(l));
+    const double spacing = xt.size() > 1 ? (px_of(xt[1]) - px_of(xt[0])) : 1e9;
+    if (widest + s < spacing) break;
   }
 
   // Grid, frame, ticks and tick labels.
-  for (double v : yt) {
-    int y = static_cast<int>(std::floor(py_of(v)));
-    img.fill_rect(plot.x0, y, plot.x1, y + 1, kGrid);
-  }
-  for (double v : xt) {
-    int x = static_cast<int>(std::floor(px_of(v)));
-    img.fill_rect(x, plot.y0, x + 1, plot.y1, kGrid);
-  }
-  img.fill_rect(plot.x0 - 1, plot.y0 - 1, plot.x1 + 1, plot.y0, kFrame);
-  img.fill_rect(plot.x0 - 1, plot.y1, plot.x1 + 1, plot.y1 + 1, kFrame);
-  img.fill_rect(plot.x0 - 1, plot.y0 - 1, plot.x0, plot.y1 + 1, kFrame);
-  img.fill_rect(plot.x1, plot.y0 - 1, plot.x1 + 1, plot.y1 + 1, kFrame);
-  const int tick_len = 4 * s;
+  for (double v : yt) hline(cr, plot.x0, plot.x1, py_of(v), kGrid);
+  for (double v : xt) vline(cr, px_of(v), plot.y0, plot.y1, kGrid);
+  set_color(cr, kFrame);
+  cairo_set_line_width(cr, 1);
+  cairo_rectangle(cr, plot.x0 - 0.5, plot.y0 - 0.5, plot.w() + 1, plot.h() + 1);
+  cairo_stroke(cr);
   for (size_t i = 0; i < yt.size(); ++i) {
-    int y = static_cast<int>(std::floor(py_of(yt[i])));
-    img.fill_rect(plot.x0 - 1 - tick_len, y, plot.x0 - 1, y + 1, kFrame);
-    int w = text_width(ylabels[i], s);
-    draw_text(img, plot.x0 - 1 - tick_len - 3 * s - w, y - (7 * s) / 2, ylabels[i], kTextInk, s);
+    const double y = std::floor(py_of(yt[i]));
+    hline(cr, plot.x0 - 1 - tick_len, plot.x0 - 1, y, kFrame);
+    text.draw(plot.x0 - 1 - tick_len - 0.3 * s - text.width(ylabels[i]), y - th / 2, ylabels[i], kTextInk);
   }
   for (size_t i = 0; i < xt.size(); ++i) {
-    int x = static_cast<int>(std::floor(px_of(xt[i])));
-    img.fill_rect(x, plot.y1 + 1, x + 1, plot.y1 + 1 + tick_len, kFrame);
-    const std::string& l = xlabels[i];
-    draw_text(img, x - text_width(l, s) / 2, plot.y1 + 1 + tick_len + 3 * s, l, kTextInk, s);
+    const double x = std::floor(px_of(xt[i]));
+    vline(cr, x, plot.y1 + 1, plot.y1 + 1 + tick_len, kFrame);
+    text.draw(x - text.width(xlabels[i]) / 2, plot.y1 + 1 + tick_len + 0.2 * s, xlabels[i], kTextInk);
   }
   if (!panel.x_label.empty()) {
-    std::string l = fit_text(panel.x_label, plot.w(), s);
-    draw_text(img, plot.x0 + (plot.w() - text_width(l, s)) / 2,
-              plot.y1 + 1 + tick_len + 3 * s + th + pad / 2 + 2, l, kTitleInk, s);
+    std::string l = label.fit(panel.x_label, plot.w());
+    label.draw(plot.x0 + (plot.w() - label.width(l)) / 2, plot.y1 + 1 + tick_len + 0.2 * s + th + pad / 2, l,
+               kTitleInk);
   }
   if (!panel.y_label.empty()) {
-    std::string l = fit_text(panel.y_label, plot.h(), s);
-    draw_text_vertical(img, box.x0 + pad, plot.y0 + (plot.h() - text_width(l, s)) / 2, l,
-                       kTitleInk, s);
+    std::string l = label.fit(panel.y_label, plot.h());
+    label.draw_vertical(box.x0 + pad, plot.y0 + (plot.h() - label.width(l)) / 2, l, kTitleInk);
   }
   if (num_finite == 0) {
     const std::string msg = "no data";
-    draw_text(img, plot.x0 + (plot.w() - text_width(msg, ts)) / 2,
-              plot.y0 + (plot.h() - text_height(ts)) / 2, msg, kFrame, ts);
+    title.draw(plot.x0 + (plot.w() - title.width(msg)) / 2, plot.y0 + (plot.h() - title.height()) / 2, msg, kFrame);
   }
 
-  // Series: lines between consecutive finite points; markers where points are few or isolated.
-  const double half = std::max(0.5, line_width / 2);
-  Coverage all(plot);
+  // Series, clipped to the plot: lines between consecutive finite points; markers where
+  // points are few or isolated.
+  std::vector<Point> drawn;  // every drawn point, for the legend's placement
+  cairo_save(cr);
+  cairo_rectangle(cr, plot.x0, plot.y0, plot.w(), plot.h());
+  cairo_clip(cr);
+  cairo_set_line_width(cr, line_width);
+  cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+  cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
   for (size_t k = 0; k < panel.series.size(); ++k) {
     const PlotSeries& sr = panel.series[k];
-    Coverage cov(plot);
     std::vector<std::vector<Point>> pieces(1);  // NaN/Inf points split the polyline
     size_t n_finite = 0;
     for (size_t i = 0; i < sr.xs.size(); ++i) {
@@ -262,67 +249,69 @@ void draw_panel(Image& img, const PlotPanel& panel, Rect box, int s, double line
       pieces.back().push_back({px_of(sr.xs[i]), py_of(sr.ys[i])});
     }
     const bool markers = n_finite <= 40;
+    set_color(cr, sr.color.value_or(palette_color(k)));
     for (auto& piece : pieces) {
       if (piece.size() > 4 * static_cast<size_t>(plot.w())) piece = decimate_by_column(piece);
       for (size_t i = 0; i < piece.size(); ++i) {
-        if (i > 0) cov.segment(piece[i - 1].x, piece[i - 1].y, piece[i].x, piece[i].y, half);
-        if (markers || piece.size() == 1) cov.disc(piece[i].x, piece[i].y, half + 1.5);
+        i == 0 ? cairo_move_to(cr, piece[i].x, piece[i].y) : cairo_line_to(cr, piece[i].x, piece[i].y);
       }
+      cairo_stroke(cr);
+      if (markers || piece.size() == 1) {
+        for (const Point& p : piece) {
+          cairo_new_sub_path(cr);
+          cairo_arc(cr, p.x, p.y, line_width / 2 + 1.5, 0, 2 * M_PI);
+        }
+        cairo_fill(cr);
+      }
+      drawn.insert(drawn.end(), piece.begin(), piece.end());
     }
-    cov.blend_into(img, sr.color.value_or(palette_color(k)));
-    all.max_with(cov);
   }
+  cairo_restore(cr);
+  draw_legend(cr, panel, plot, text, line_width, drawn);
+}
 
-  // Legend: skipped when the only series is named like the panel.
-  std::vector<size_t> entries;
-  for (size_t k = 0; k < panel.series.size(); ++k) {
-    if (!panel.series[k].name.empty()) entries.push_back(k);
+void draw_figure(cairo_t* cr, const std::vector<PlotPanel>& panels, int width, int height, const PlotOptions& o) {
+  set_color(cr, kBackground);
+  cairo_paint(cr);
+  auto [cols, rows] = plot_grid(static_cast<int>(panels.size()), o.columns);
+  const double cell_w = static_cast<double>(width) / cols, cell_h0 = static_cast<double>(height) / rows;
+  const double s = o.font_px > 0 ? o.font_px : std::clamp(12.0 * std::min(cell_w / 420, cell_h0 / 300), 12.0, 40.0);
+  double top = 0;
+  if (!o.title.empty()) {
+    const Pen title(cr, 1.4 * s, true);
+    std::string t = title.fit(o.title, width - 16);
+    title.draw((width - title.width(t)) / 2, 0.8 * s, t, kTitleInk);
+    top = std::ceil(0.8 * s + title.height() + 0.6 * s);
   }
-  if (entries.empty() || (entries.size() == 1 && panel.series[entries[0]].name == panel.title)) return;
-  const int row_h = th + 4 * s, swatch = 16 * s, inner = 5 * s;
-  int name_w = 0;
-  for (size_t k : entries) name_w = std::max(name_w, text_width(panel.series[k].name, s));
-  name_w = std::min(name_w, plot.w() / 2);
-  int lw = inner + swatch + 4 * s + name_w + inner;
-  int lh = inner + static_cast<int>(entries.size()) * row_h - 4 * s + inner;
-  const int m = 6 * s;
-  const Rect corners[4] = {{plot.x1 - m - lw, plot.y0 + m, plot.x1 - m, plot.y0 + m + lh},
-                           {plot.x0 + m, plot.y0 + m, plot.x0 + m + lw, plot.y0 + m + lh},
-                           {plot.x1 - m - lw, plot.y1 - m - lh, plot.x1 - m, plot.y1 - m},
-                           {plot.x0 + m, plot.y1 - m - lh, plot.x0 + m + lw, plot.y1 - m}};
-  Rect lb = corners[0];
-  double best = INFINITY;
-  for (const Rect& c : corners) {
-    double covered = all.sum_in(c);
-    if (covered < best - 0.5) {  // ties keep the earlier (preferred) corner
-      best = covered;
-      lb = c;
-    }
-  }
-  for (int y = lb.y0; y < lb.y1; ++y) {
-    for (int x = lb.x0; x < lb.x1; ++x) img.blend(x, y, kBackground, 0.88);
-  }
-  img.fill_rect(lb.x0, lb.y0, lb.x1, lb.y0 + 1, kLegendBorder);
-  img.fill_rect(lb.x0, lb.y1 - 1, lb.x1, lb.y1, kLegendBorder);
-  img.fill_rect(lb.x0, lb.y0, lb.x0 + 1, lb.y1, kLegendBorder);
-  img.fill_rect(lb.x1 - 1, lb.y0, lb.x1, lb.y1, kLegendBorder);
-  for (size_t e = 0; e < entries.size(); ++e) {
-    const PlotSeries& sr = panel.series[entries[e]];
-    int y = lb.y0 + inner + static_cast<int>(e) * row_h;
-    int mid = y + (7 * s) / 2;
-    int thick = std::max(2, static_cast<int>(std::lround(line_width)));
-    img.fill_rect(lb.x0 + inner, mid - thick / 2, lb.x0 + inner + swatch, mid - thick / 2 + thick,
-                  sr.color.value_or(palette_color(entries[e])));
-    draw_text(img, lb.x0 + inner + swatch + 4 * s, y, fit_text(sr.name, name_w, s), kTitleInk, s);
+  const double cell_h = (height - top) / rows;
+  for (size_t i = 0; i < panels.size(); ++i) {
+    const int r = static_cast<int>(i) / cols, c = static_cast<int>(i) % cols;
+    draw_panel(cr, panels[i], {c * cell_w, top + r * cell_h, (c + 1) * cell_w, top + (r + 1) * cell_h}, s,
+               o.line_width);
   }
 }
+
+cairo_status_t append_bytes(void* closure, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
+}
+
+void check(cairo_status_t st, const char* what) {
+  if (st != CAIRO_STATUS_SUCCESS) {
+    throw Error(std::string("plot: cairo failed to ") + what + ": " + cairo_status_to_string(st),
+                "the plot could not be drawn; report this with the metrics file", ErrorCode::kInternal);
+  }
+}
+
+using SurfacePtr = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
+using ContextPtr = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
 
 }  // namespace
 
 Rgb palette_color(size_t i) {
   // Ten distinguishable hues that read well on white (in the spirit of common plot palettes).
-  static const Rgb kPalette[10] = {{31, 119, 180}, {230, 110, 20},  {44, 160, 44},  {214, 39, 40},
-                                   {148, 103, 189}, {140, 86, 75},  {220, 100, 180}, {110, 110, 110},
+  static const Rgb kPalette[10] = {{31, 119, 180}, {230, 110, 20}, {44, 160, 44},   {214, 39, 40},
+                                   {148, 103, 189}, {140, 86, 75}, {220, 100, 180}, {110, 110, 110},
                                    {170, 170, 30},  {23, 170, 190}};
   return kPalette[i % 10];
 }
@@ -333,35 +322,43 @@ std::pair<int, int> plot_grid(int num_panels, int columns) {
   return {cols, (n + cols - 1) / cols};
 }
 
-Image render_plots(const std::vector<PlotPanel>& panels, int width, int height,
-                   const PlotOptions& options) {
-  validate(panels, width, height);
-  const int n = static_cast<int>(panels.size());
-  auto [cols, rows] = plot_grid(n, options.columns);
-  Image img(width, height, kBackground);
-
-  int top = 0;
-  int cell_w = width / cols, cell_h0 = height / rows;
-  int s = options.font_scale > 0 ? options.font_scale
-                                 : std::clamp(std::min(cell_w / 420, cell_h0 / 300), 1, 4);
-  if (!options.title.empty()) {
-    int ts = s + 1;
-    std::string t = fit_text(options.title, width - 16, ts);
-    draw_text(img, (width - text_width(t, ts)) / 2, 8 + 2 * s, t, kTitleInk, ts);
-    top = 8 + 2 * s + text_height(ts) + 8 * s;
-  }
-  int cell_h = (height - top) / rows;
-  for (int i = 0; i < n; ++i) {
-    int r = i / cols, c = i % cols;
-    Rect box{c * cell_w, top + r * cell_h, (c + 1) * cell_w, top + (r + 1) * cell_h};
-    draw_panel(img, panels[static_cast<size_t>(i)], box, s, options.line_width);
-  }
-  return img;
+PlotFormat plot_format_of(const std::string& path) {
+  std::string ext = path.size() >= 4 ? path.substr(path.size() - 4) : "";
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext == ".png") return PlotFormat::kPng;
+  if (ext == ".svg") return PlotFormat::kSvg;
+  throw Error("plot: '" + path + "' is neither a .png nor a .svg file",
+              "name the output plot.png (raster) or plot.svg (vector)");
 }
 
-void write_png_plots(const std::string& path, const std::vector<PlotPanel>& panels, int width,
-                     int height, const PlotOptions& options) {
-  write_png(render_plots(panels, width, height, options), path);
+std::string render_plots(const std::vector<PlotPanel>& panels, int width, int height, PlotFormat format,
+                         const PlotOptions& options) {
+  validate(panels, width, height);
+  std::string bytes;
+  SurfacePtr surface(format == PlotFormat::kPng
+                         ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height)
+                         : cairo_svg_surface_create_for_stream(append_bytes, &bytes, width, height),
+                     cairo_surface_destroy);
+  check(cairo_surface_status(surface.get()), "create a surface");
+  if (format == PlotFormat::kSvg) cairo_svg_surface_set_document_unit(surface.get(), CAIRO_SVG_UNIT_PX);
+  {
+    ContextPtr cr(cairo_create(surface.get()), cairo_destroy);
+    draw_figure(cr.get(), panels, width, height, options);
+    check(cairo_status(cr.get()), "draw");
+  }
+  if (format == PlotFormat::kPng) {
+    cairo_surface_flush(surface.get());
+    check(cairo_surface_write_to_png_stream(surface.get(), append_bytes, &bytes), "encode the PNG");
+  } else {
+    cairo_surface_finish(surface.get());  // writes the document's end
+    check(cairo_surface_status(surface.get()), "write the SVG");
+  }
+  return bytes;
+}
+
+void write_plots(const std::string& path, const std::vector<PlotPanel>& panels, int width, int height,
+                 const PlotOptions& options) {
+  write_file_atomic(path, render_plots(panels, width, height, plot_format_of(path), options));
 }
 
 }  // namespace moerl

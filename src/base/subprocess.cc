@@ -250,4 +250,34 @@ int Subprocess::kill() {
               ErrorCode::kTimeout);
 }
 
+CapturedRun run_captured(const std::vector<std::string>& argv, const Deadline& deadline, SpawnOptions options) {
+  char path[] = "/tmp/moerl-capture-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) {
+    throw Error(std::string("run_captured: cannot create a temp file: ") + std::strerror(errno),
+                "check that /tmp is writable", ErrorCode::kIo);
+  }
+  ::unlink(path);  // the open descriptor keeps the file until it is closed
+  options.stdout_to = Redirect::to_fd(fd);
+  options.stderr_to = Redirect::to_stdout();
+  CapturedRun r;
+  try {
+    Subprocess p = Subprocess::spawn(argv, options);
+    r.timed_out = !p.wait_or_kill(deadline).has_value();
+    r.status = p.exit_status().value_or(-1);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  char buf[4096];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, at);
+    if (n <= 0) break;
+    r.output.append(buf, static_cast<size_t>(n));
+    at += n;
+  }
+  ::close(fd);
+  return r;
+}
+
 }  // namespace moerl

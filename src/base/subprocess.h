@@ -113,4 +113,17 @@ class Subprocess {
   bool signaled_ = false;
 };
 
+// What run_captured saw: the exit status (128 + signal when killed) and stdout and stderr
+// interleaved as written.
+struct CapturedRun {
+  int status = -1;
+  bool timed_out = false;  // still running at the deadline, then killed
+  std::string output;
+};
+
+// Runs argv to its end with stdout and stderr captured together (through a temp file, so a
+// chatty child never blocks on a full pipe); a child still running at the deadline is
+// SIGKILLed. `options` may set env and the group; its redirects of stdout/stderr are replaced.
+CapturedRun run_captured(const std::vector<std::string>& argv, const Deadline& deadline, SpawnOptions options = {});
+
 }  // namespace moerl

@@ -162,5 +162,15 @@ TEST(Subprocess, AdoptsAForkedChild) {
   EXPECT_EQ(child.name(), "forked");
 }
 
+TEST(Subprocess, RunCapturedCollectsBothStreamsAndTheStatus) {
+  CapturedRun r = run_captured({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, Deadline::after_seconds(10));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.output, "out\nerr\n");
+  CapturedRun slow = run_captured({"/bin/sleep", "30"}, Deadline::after_seconds(0.2));
+  EXPECT_TRUE(slow.timed_out);
+  EXPECT_EQ(slow.status, 128 + SIGKILL);
+}
+
 }  // namespace
 }  // namespace moerl

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/dtype.h"
 #include "base/env.h"
 #include "base/error.h"
 #include "cli/bench.h"
@@ -14,7 +15,7 @@ static int run_bench_ep(Args& a) {
   if (a.flag("--help") || a.flag("-h")) {
     std::printf(
         "usage: moerl launch -n N -- moerl bench ep [--tokens 4096] [--hidden 2048] [--topk 8] [--experts 64]\n"
-        "         [--dtype bf16|fp32] [--routing uniform|zipf|one-expert|dropped] [--mode normal|low-latency]\n"
+        "         [--dtype bf16|fp32 (or bfloat16, float32, f32)] [--routing uniform|zipf|one-expert|dropped] [--mode normal|low-latency]\n"
         "         [--backend fabric,alltoall] [--provider shm|tcp|efa] [--warmup 3] [--iters 10] [--seed 1] [--json]\n"
         "         [--device cpu|cuda]   (cuda: --backend cuda_ipc,nccl, one GPU per rank)\n"
         "Verifies every backend against a reference, then reports median dispatch/combine times, GB/s of\n"
@@ -27,7 +28,7 @@ static int run_bench_ep(Args& a) {
   o.hidden = a.integer("--hidden", o.hidden);
   o.topk = a.integer("--topk", o.topk);
   o.experts = a.integer("--experts", o.experts);
-  o.dtype = a.value_or("--dtype", o.dtype);
+  o.dtype = parse_dtype(a.value_or("--dtype", "bf16"), "--dtype", {DType::kBFloat16, DType::kFloat32});
   o.routing = a.value_or("--routing", o.routing);
   o.mode = ep::parse_mode(a.value_or("--mode", "normal"));
   o.provider = a.value_or("--provider", "");

@@ -13,7 +13,8 @@ static int run_env(Args& args) {
     auto cur = env::get(v.name);
     // NOTE: secrets (keys, tokens) are reported as set, never printed.
     std::string name = v.name;
-    bool secret = name.find("SECRET") != std::string::npos || name.find("TOKEN") != std::string::npos;
+    bool secret = name.find("SECRET") != std::string::npos || name.find("TOKEN") != std::string::npos ||
+                  name.find("PASSWORD") != std::string::npos;
     std::string shown = !cur ? "(unset)" : secret && name.find("_FILE") == std::string::npos ? "(set)" : *cur;
     std::printf("%-22s %-12s %s\n", v.name, shown.c_str(), v.meaning);
   }

@@ -1,5 +1,5 @@
-// `moerl plot METRICS.jsonl --out plot.png [--x step] [--y reward,loss]`: line charts of
-// chosen fields of a metrics.jsonl (logic in base/metrics_plot).
+// `moerl plot METRICS.jsonl --out plot.png|plot.svg [--x step] [--y reward,loss]`: line charts
+// of chosen fields of a metrics.jsonl (logic in base/metrics_plot, drawn by cairo).
 #include <cstdio>
 #include <string>
 
@@ -26,13 +26,13 @@ std::vector<std::string> split_commas(const std::string& s) {
 int run_plot(Args& args) {
   if (args.flag("--help") || args.flag("-h")) {
     std::printf(
-        "usage: moerl plot METRICS.jsonl [--out plot.png] [--x step] [--y reward,loss]\n"
+        "usage: moerl plot METRICS.jsonl [--out plot.png|plot.svg] [--x step] [--y reward,loss]\n"
         "                  [--width 1200] [--height 0] [--title TEXT]\n"
         "  --y      comma-separated panels; join fields with '+' to share a panel\n"
         "           (reward+eval.reward); dotted names reach nested objects.\n"
         "           Default: every numeric field (up to 12).\n"
         "  --x      x-axis field (default step); 'line' plots against the line number.\n"
-        "  --out    default: plot.png beside METRICS.jsonl.\n"
+        "  --out    PNG or SVG by the extension; default: plot.png beside METRICS.jsonl.\n"
         "  --height 0 picks 440 pixels per row of panels.\n");
     return 0;
   }
@@ -61,6 +61,6 @@ int run_plot(Args& args) {
 
 }  // namespace
 
-MOERL_COMMAND("plot", "PNG line charts of fields of a metrics.jsonl", run_plot);
+MOERL_COMMAND("plot", "PNG or SVG line charts of fields of a metrics.jsonl", run_plot);
 
 }  // namespace moerl::cli

@@ -1,13 +1,13 @@
 // `moerl rollout CONFIG.toml [--set key=value ...] [--run-dir DIR] [--worker-id ID]
 // [--max-tasks N] [--threads N]`: one rollout worker process (rollout/worker.h). SIGTERM or a
 // Spot notice drains it: unfinished tasks are handed back, it exits 0.
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 
+#include "base/log.h"
 #include "cli/command.h"
 #include "job/roles.h"
+#include "runtime/worker_id.h"
 
 namespace moerl::cli {
 
@@ -18,13 +18,19 @@ static int run_rollout_cmd(Args& args) {
         "                     [--max-tasks N] [--threads 1]\n"
         "  A rollout worker: leases prompt groups from [runtime] queue_url, generates with the\n"
         "  newest published weight version (store: [store] uri or DIR/store), puts experience.\n"
-        "  SIGTERM / Spot notice: drain within runtime.drain_seconds and exit 0.\n");
+        "  SIGTERM / Spot notice: drain within runtime.drain_seconds and exit 0.\n"
+        "  --worker-id: unique per live worker; default $POD_NAME (else the hostname) + 6 random hex.\n");
     return 0;
   }
   std::vector<std::string> overrides = args.values("--set");
   std::optional<std::string> run_dir = args.value("--run-dir");
   job::RolloutRoleOptions o;
-  o.worker_id = args.value_or("--worker-id", "worker-" + std::to_string(getpid()));
+  // NOTE: not the PID: each pod is its own PID namespace, so every replica's moerl has the same one.
+  std::optional<std::string> worker_id = args.value("--worker-id");
+  if (worker_id) runtime::check_worker_id(*worker_id);
+  o.worker_id = worker_id.value_or(runtime::default_worker_id());
+  MOERL_LOG(INFO) << "rollout worker id " << o.worker_id
+                  << (worker_id ? " (--worker-id)" : " (POD_NAME, else the hostname, plus a random suffix)");
   o.max_tasks = args.integer("--max-tasks", 0);
   o.intra_op_threads = static_cast<int>(args.integer("--threads", 1));
   std::string config = args.positional(0, "CONFIG.toml");

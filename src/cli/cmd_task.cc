@@ -45,6 +45,7 @@ static int run_task(Args& args) {
   for (int64_t i = 0; i < count; ++i) {
     tasks::TaskItem it = task->item(split, static_cast<uint64_t>(first + i));
     nlohmann::ordered_json line = {{"id", it.id}, {"prompt", it.prompt}, {"answer", it.answer}};
+    if (!it.demonstration.empty()) line["demonstration"] = it.demonstration;
     if (score) line["reward"] = task->reward(it, *score);
     std::cout << line.dump() << "\n";
   }

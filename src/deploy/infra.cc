@@ -237,7 +237,7 @@ InfraConfig parse_infra(const std::string& text, const std::string& source_name)
     ConfigTable rd = root.table("redis");
     c.redis_memory_gib = rd.integer("memory_gib", 32, {.min = 1, .max = 24576});
     c.redis_volume_gib = rd.integer("volume_gib", 100, {.min = 1, .max = 65536});
-    c.redis_appendfsync = rd.choice("appendfsync", "everysec", {"everysec", "always"});
+    c.redis_appendfsync = rd.choice("appendfsync", c.redis_appendfsync, {"always", "everysec"});
     c.redis_password_secret = rd.string("password_secret", "");
     c.storage_class = rd.string("storage_class", "moerl-gp3");
     rd.done();

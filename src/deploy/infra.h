@@ -65,7 +65,7 @@ struct InfraConfig {
   // [redis]
   int64_t redis_memory_gib = 32;
   int64_t redis_volume_gib = 100;
-  std::string redis_appendfsync = "everysec";
+  std::string redis_appendfsync = "always";  // or "everysec": up to 1 s of acked writes may be lost
   std::string redis_password_secret;  // existing Secret; "" = render one
   std::string storage_class = "moerl-gp3";
   // [node_groups.*]

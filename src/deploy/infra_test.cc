@@ -58,7 +58,7 @@ TEST(Infra, ExamplesAreValid) {
 
 TEST(Infra, DerivedSizes) {
   InfraConfig infra = parse_infra(small_infra(), "infra.toml");
-  EXPECT_EQ(training_gpus_total(infra), 16);
+  EXPECT_EQ(training_gpus_total(infra), 8);
   EXPECT_EQ(infra.training.efa_interfaces, 16);
   EXPECT_EQ(infra.training.availability_zones, std::vector<std::string>{"us-east-2b"});
   EXPECT_EQ(std::string(infra.rollout.smallest.name), "g6.12xlarge");  // fewest GPUs, then least memory
@@ -83,11 +83,23 @@ TEST(Infra, GpuCountsThatDoNotDivideTheEpSize) {
   expect_error(small_infra(), replace_once(small_app(), "size = 8", "size = 6"), "node_groups.training.count",
                "ep.size = 6");
   expect_error(small_infra(), replace_once(small_app(), "size = 8", "size = 32"), "node_groups.training.count",
-               "16 GPUs does not divide");
-  EXPECT_EQ(check(small_infra(), replace_once(small_app(), "size = 8", "size = 16")), "");  // 2 nodes, EFA on
-  std::string no_efa = replace_once(small_infra(), "efa_interfaces = 16", "efa_interfaces = 0");
+               "8 GPUs does not divide");
+  EXPECT_EQ(check(small_infra(), replace_once(small_app(), "size = 8", "size = 4")), "");
+  std::string two_nodes = replace_once(small_infra(), "count = 1\ncapacity", "count = 2\ncapacity");
+  std::string no_efa = replace_once(two_nodes, "efa_interfaces = 16", "efa_interfaces = 0");
   expect_error(no_efa, replace_once(small_app(), "size = 8", "size = 16"), "node_groups.training.efa_interfaces",
                "spans 2 nodes");
+}
+
+// The trainer role is one process: a training group of several nodes would start that many
+// independent trainers on one queue and lineage, whatever ep.size says (#17 item 3).
+TEST(Infra, SeveralTrainingNodesAreRefused) {
+  std::string two_nodes = replace_once(small_infra(), "count = 1\ncapacity", "count = 2\ncapacity");
+  for (const char* ep : {"size = 8", "size = 16"}) {
+    expect_error(two_nodes, replace_once(small_app(), "size = 8", ep), "node_groups.training.count",
+                 "2 nodes would start 2 independent trainers");
+  }
+  expect_error(two_nodes, small_app(), "node_groups.training.count", "set node_groups.training.count = 1");
 }
 
 TEST(Infra, MissingOrMismatchedBucket) {
@@ -111,7 +123,7 @@ TEST(Infra, SpotGracePeriodInsideTheNotice) {
 }
 
 TEST(Infra, UnknownKeysAndBadChoicesAreRejected) {
-  expect_error(replace_once(small_infra(), "count = 2\ncapacity", "count = 2\ninstnce_count = 3\ncapacity"), small_app(),
+  expect_error(replace_once(small_infra(), "count = 1\ncapacity", "count = 1\ninstnce_count = 3\ncapacity"), small_app(),
                "node_groups.training", "unknown key(s)");
   expect_error(replace_once(small_infra(), "capacity = \"on-demand\"\nefa", "capacity = \"spot\"\nefa"), small_app(),
                "node_groups.training.capacity", "\"spot\" is not accepted");

@@ -97,6 +97,18 @@ void validate_infra(const InfraConfig& c, const AppView& app) {
          "= 0 but APP ep.size = " + std::to_string(ep) + " spans " + std::to_string(ep / gpn) + " nodes",
          "the EP data plane between nodes runs over EFA: enable it or keep ep.size <= " + std::to_string(gpn));
   }
+  // NOTE: `moerl trainer` runs as one process whatever ep.size says (expert parallelism in the
+  // async roles is issue #20): N training nodes would start N independent trainers on one
+  // queue, one ckpt/ and one weights/ lineage (and `moerl trainer` refuses WORLD_SIZE > 1).
+  if (tr.desired > 1) {
+    fail(c, "node_groups.training.count",
+         "= " + std::to_string(tr.desired) + ": the trainer role runs as one process on one node (APP ep.size = " +
+             std::to_string(ep) + " is not applied to it yet), so " + std::to_string(tr.desired) +
+             " nodes would start " + std::to_string(tr.desired) +
+             " independent trainers sharing one queue, checkpoint and weight lineage",
+         "set node_groups.training.count = 1 (and APP ep.size <= " + std::to_string(gpn) +
+             ") until the trainer runs as one multi-rank group");
+  }
   if (tr.efa_interfaces > 0 && c.hugepages_2mi_mib <= 0) {
     fail(c, "trainer.hugepages_2mi_mib", "= 0 with EFA enabled", "libfabric's EFA provider needs 2 MiB hugepages");
   }

@@ -89,15 +89,20 @@ Json volume_mounts(bool with_shm) {
 }
 
 std::string redis_url(const InfraConfig& infra) {
-  return "redis://:$(MOERL_REDIS_PASSWORD)@" + std::string(kRedisName) + "." + infra.namespace_ +
+  return "redis://" + std::string(kRedisName) + "." + infra.namespace_ +
          ".svc.cluster.local:" + std::to_string(kRedisPort) + "/0";
 }
 
 Json role_env(const InfraConfig& infra, bool efa) {
   std::string secret = infra.redis_password_secret.empty() ? kRedisName : infra.redis_password_secret;
   Json env = Json::array();
+  // The runtime reads the password from here (docs/runtime.md "Config"); it is on no argv.
   env.push_back(Json{{"name", "MOERL_REDIS_PASSWORD"},
                      {"valueFrom", Json{{"secretKeyRef", Json{{"name", secret}, {"key", kRedisSecretKey}}}}}});
+  // The downward API's pod name prefixes the rollout worker id (a random suffix is added per
+  // start): PIDs repeat across pods, pod names do not.
+  env.push_back(Json{{"name", "POD_NAME"},
+                     {"valueFrom", Json{{"fieldRef", Json{{"apiVersion", "v1"}, {"fieldPath", "metadata.name"}}}}}});
   env.push_back(Json{{"name", "AWS_REGION"}, {"value", infra.region}});
   env.push_back(Json{{"name", "MOERL_LOG_LEVEL"}, {"value", "info"}});
   if (efa) {
@@ -113,12 +118,23 @@ Json role_env(const InfraConfig& infra, bool efa) {
 Json role_command(const InfraConfig& infra, const std::string& role) {
   // tini is PID 1: it forwards SIGTERM to moerl (-g: to its process group) and reaps zombies,
   // so the runtime's drain handler sees the signal Kubernetes sends.
-  Json argv = Json::array({"tini", "-g", "--", "moerl", role, kAppPath, "--set", "runtime.queue_url=" + redis_url(infra)});
+  Json argv = Json::array({"tini", "-g", "--", "moerl", role, kAppPath, "--set", "runtime.queue_url=" + redis_url(infra),
+                           "--set", "metrics.prometheus_port=" + std::to_string(kMetricsPort)});
   if (role == "rollout") {
     argv.push_back("--set");
     argv.push_back("runtime.drain_seconds=" + std::to_string(drain_seconds(infra)));
   }
   return argv;
+}
+
+Json scrape_annotations() {
+  return Json{{"prometheus.io/scrape", "true"},
+              {"prometheus.io/port", std::to_string(kMetricsPort)},
+              {"prometheus.io/path", "/metrics"}};
+}
+
+Json metrics_container_port() {
+  return Json{{"name", "metrics"}, {"containerPort", kMetricsPort}, {"protocol", "TCP"}};
 }
 
 int64_t drain_seconds(const InfraConfig& infra) {
@@ -131,6 +147,14 @@ Json security_context(bool ipc_lock) {
   // EFA registers (pins) memory; IPC_LOCK lets it exceed the default memlock limit.
   if (ipc_lock) caps["add"] = Json::array({"IPC_LOCK"});
   return Json{{"allowPrivilegeEscalation", false}, {"privileged", false}, {"capabilities", caps}};
+}
+
+Json pod_security_context(int64_t uid) {
+  return Json{{"runAsNonRoot", true},
+              {"runAsUser", uid},
+              {"runAsGroup", uid},
+              {"fsGroup", uid},
+              {"seccompProfile", Json{{"type", "RuntimeDefault"}}}};
 }
 
 }  // namespace moerl::deploy

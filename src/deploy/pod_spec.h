@@ -23,6 +23,9 @@ inline constexpr const char* kAppPath = "/etc/moerl/app.toml";
 inline constexpr const char* kNodeGroupLabel = "moerl.io/node-group";
 inline constexpr int kRedisPort = 6379;
 inline constexpr int kRendezvousPort = 23456;  // Kubeflow's PyTorchJob default
+inline constexpr int kMetricsPort = 9400;      // every role's Prometheus /metrics ([metrics] prometheus_port)
+inline constexpr int64_t kImageUid = 1000;     // USER of deploy/Dockerfile and Dockerfile.cpu
+inline constexpr int64_t kRedisUid = 999;      // the redis image's redis user
 
 Json labels(const AppView& app, const std::string& component);
 Json metadata(const InfraConfig& infra, const AppView& app, const std::string& name, const std::string& component);
@@ -33,14 +36,24 @@ Json resources(int64_t cpu_milli, int64_t memory_mib, int64_t gpus, int64_t efa,
 Json shm_volume(int64_t gib);
 Json app_config_volume();
 Json volume_mounts(bool with_shm);
-// The redis:// URL roles get, with the password expanded by Kubernetes from the env var.
+// The redis:// URL roles get: no password (that comes from MOERL_REDIS_PASSWORD, see role_env),
+// so no argv and no config written to disk holds it.
 std::string redis_url(const InfraConfig& infra);
-// Environment shared by the GPU roles (region, redis password, libfabric provider, logging).
+// Environment shared by the GPU roles (pod name, region, the Redis password as
+// MOERL_REDIS_PASSWORD from the Secret, libfabric provider, logging).
 Json role_env(const InfraConfig& infra, bool efa);
-// ["tini", "-g", "--", "moerl", ROLE, kAppPath, "--set", "runtime.queue_url=...", ...]; rollout
-// workers also get runtime.drain_seconds so the drain ends inside the grace period.
+// ["tini", "-g", "--", "moerl", ROLE, kAppPath, "--set", "runtime.queue_url=...", "--set",
+// "metrics.prometheus_port=<kMetricsPort>", ...]; rollout workers also get runtime.drain_seconds
+// so the drain ends inside the grace period.
 Json role_command(const InfraConfig& infra, const std::string& role);
+// Pod annotations that Prometheus' kubernetes-pods scrape config (and most charts) follow:
+// prometheus.io/scrape, /port (kMetricsPort), /path; and the matching container port.
+Json scrape_annotations();
+Json metrics_container_port();
 int64_t drain_seconds(const InfraConfig& infra);
+// Container level: no privilege escalation, every capability dropped (IPC_LOCK kept for EFA).
 Json security_context(bool ipc_lock);
+// Pod level: runAsNonRoot as `uid` (user, group and fsGroup), seccomp RuntimeDefault.
+Json pod_security_context(int64_t uid);
 
 }  // namespace moerl::deploy

@@ -65,14 +65,19 @@ TEST(Rehearsal, RenderedSmallExampleTrainsAsLocalProcesses) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(r.status, 0) << r.output;
   // The roles ran the rendered commands: the trainer and rollout subcommands on the ConfigMap's
-  // app.toml, the queue URL with the Secret's password pointed at the local Redis, which runs
-  // with the StatefulSet's AOF flags.
-  EXPECT_NE(r.output.find("trainer: " + bin + " trainer " + work + "/app.toml --set runtime.queue_url=redis://:<secret>@127.0.0.1:"),
+  // app.toml, the queue URL (no password: that comes from the Secret in the environment)
+  // pointed at the local Redis, which runs with the StatefulSet's AOF flags and reads its
+  // password from stdin; the rendered readiness probe authenticates through REDISCLI_AUTH.
+  EXPECT_NE(r.output.find("trainer: " + bin + " trainer " + work + "/app.toml --set runtime.queue_url=redis://127.0.0.1:"),
             std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("rollout x2: " + bin + " rollout " + work + "/app.toml --set runtime.queue_url=redis://:<secret>@127.0.0.1:"),
+  EXPECT_NE(r.output.find("rollout x2: " + bin + " rollout " + work + "/app.toml --set runtime.queue_url=redis://127.0.0.1:"),
             std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("--appendonly yes"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("--requirepass <secret>"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--appendonly yes --appendfsync always"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("password from the Secret in env REDISCLI_AUTH, on no argv"), std::string::npos) << r.output;
+  const size_t probe = r.output.find("redis readiness probe (rendered, -p");
+  ASSERT_NE(probe, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.substr(r.output.find(": ", probe) + 2, 6), "passed") << r.output;
+  EXPECT_NE(r.output.find("redis refuses a client without the password (NOAUTH)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("store: s3://moerl-example-artifacts/runs/small unchanged"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rehearse-deploy: trained: 4 RL steps, accounting.lost 0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rollout-0 exited 0"), std::string::npos) << r.output;

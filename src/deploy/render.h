@@ -42,7 +42,9 @@ Json render_cluster_config(const InfraConfig& infra, const AppView& app);
 Json render_iam_policy(const InfraConfig& infra, const AppView& app);
 std::vector<Json> render_base(const InfraConfig& infra, const AppView& app);  // Namespace, SA, ConfigMap
 Json render_redis_secret(const InfraConfig& infra, const AppView& app, const std::string& password);
-std::vector<Json> render_redis(const InfraConfig& infra, const AppView& app);  // StorageClass, Service, StatefulSet
+// StorageClass, Service, NetworkPolicy (only the job's trainer and rollout pods reach Redis),
+// StatefulSet.
+std::vector<Json> render_redis(const InfraConfig& infra, const AppView& app);
 std::vector<Json> render_efa_device_plugin(const InfraConfig& infra);
 std::vector<Json> render_trainer(const InfraConfig& infra, const AppView& app);
 std::vector<Json> render_rollout(const InfraConfig& infra, const AppView& app);

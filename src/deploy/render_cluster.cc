@@ -65,7 +65,9 @@ Json render_cluster_config(const InfraConfig& infra, const AppView& app) {
                                                        {"roleARN", infra.role_arn}}});
   }
   c["iam"] = iam;
-  Json addons = Json::array({Json{{"name", "vpc-cni"}}, Json{{"name", "coredns"}}, Json{{"name", "kube-proxy"}},
+  // NOTE: the VPC CNI enforces NetworkPolicy (k8s/10-redis.yaml's) only when told to.
+  Json addons = Json::array({Json{{"name", "vpc-cni"}, {"configurationValues", R"({"enableNetworkPolicy": "true"})"}},
+                             Json{{"name", "coredns"}}, Json{{"name", "kube-proxy"}},
                              Json{{"name", "aws-ebs-csi-driver"}, {"wellKnownPolicies", Json{{"ebsCSIController", true}}}}});
   if (infra.iam_mode == IamMode::kPodIdentity) addons.push_back(Json{{"name", "eks-pod-identity-agent"}});
   c["addons"] = addons;

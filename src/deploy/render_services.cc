@@ -1,5 +1,5 @@
 // Everything around the two roles: Namespace, ServiceAccount (IRSA / Pod Identity),
-// ConfigMap with the app config, Redis (Secret, StorageClass, headless Service,
+// ConfigMap with the app config, Redis (Secret, StorageClass, headless Service, NetworkPolicy,
 // StatefulSet with AOF on a volume), the EFA device plugin DaemonSet, and the IAM policy.
 #include "deploy/pod_spec.h"
 #include "deploy/render.h"
@@ -16,6 +16,28 @@ std::string store_prefix(const InfraConfig& infra, const AppView& app) {
   while (!p.empty() && p.back() == '/') p.pop_back();
   return p;
 }
+
+// Only the job's trainer and rollout pods (same namespace, same instance label) reach Redis,
+// and only on its port.
+Json redis_network_policy(const InfraConfig& infra, const AppView& app, const Json& redis_selector) {
+  Json job = labels(app, "");
+  job.erase("app.kubernetes.io/component");
+  Json clients{{"matchLabels", job},
+               {"matchExpressions", Json::array({Json{{"key", "app.kubernetes.io/component"},
+                                                      {"operator", "In"},
+                                                      {"values", Json::array({"trainer", "rollout"})}}})}};
+  return Json{{"apiVersion", "networking.k8s.io/v1"},
+              {"kind", "NetworkPolicy"},
+              {"metadata", metadata(infra, app, kRedisName, "redis")},
+              {"spec", Json{{"podSelector", Json{{"matchLabels", redis_selector}}},
+                            {"policyTypes", Json::array({"Ingress"})},
+                            {"ingress", Json::array({Json{{"from", Json::array({Json{{"podSelector", clients}}})},
+                                                          {"ports", Json::array({Json{{"protocol", "TCP"}, {"port", kRedisPort}}})}}})}}}};
+}
+
+// redis-server reads `requirepass` from stdin (config file "-"), fed by a here-document, a
+// pipe in dash: the password is on no argv and in no file. "$@" are the flags that follow.
+constexpr const char* kRedisStart = "exec redis-server - \"$@\" <<EOF\nrequirepass $REDISCLI_AUTH\nEOF\n";
 
 }  // namespace
 
@@ -66,6 +88,7 @@ std::vector<Json> render_redis(const InfraConfig& infra, const AppView& app) {
                                    {"selector", sel},
                                    {"ports", Json::array({Json{{"name", "redis"}, {"port", kRedisPort},
                                                                {"targetPort", kRedisPort}, {"protocol", "TCP"}}})}}}});
+  out.push_back(redis_network_policy(infra, app, sel));
   const int64_t mem_mib = infra.redis_memory_gib * 1024;
   const int64_t maxmemory_mib = mem_mib * 3 / 4;  // headroom for the AOF rewrite fork and buffers
   const InstanceType& bt = infra.buffer.smallest;
@@ -74,21 +97,23 @@ std::vector<Json> render_redis(const InfraConfig& infra, const AppView& app) {
   Json container{
       {"name", "redis"},
       {"image", infra.image_redis},
-      {"command", Json::array({"redis-server", "--port", std::to_string(kRedisPort), "--dir", "/data",
-                               "--appendonly", "yes", "--appendfsync", infra.redis_appendfsync, "--save", "",
-                               "--requirepass", "$(REDIS_PASSWORD)", "--maxmemory",
-                               std::to_string(maxmemory_mib) + "mb", "--maxmemory-policy", "noeviction"})},
-      {"env", Json::array({Json{{"name", "REDIS_PASSWORD"},
+      {"command", Json::array({"sh", "-c", kRedisStart, "redis-server", "--port", std::to_string(kRedisPort), "--dir",
+                               "/data", "--appendonly", "yes", "--appendfsync", infra.redis_appendfsync, "--save", "",
+                               "--maxmemory", std::to_string(maxmemory_mib) + "mb", "--maxmemory-policy", "noeviction"})},
+      // REDISCLI_AUTH is how redis-cli (the readiness probe) takes a password off its argv.
+      {"env", Json::array({Json{{"name", "REDISCLI_AUTH"},
                                 {"valueFrom", Json{{"secretKeyRef", Json{{"name", secret}, {"key", kRedisSecretKey}}}}}}})},
       {"ports", Json::array({Json{{"name", "redis"}, {"containerPort", kRedisPort}, {"protocol", "TCP"}}})},
       {"resources", resources(cpu_milli, mem_mib, 0, 0, 0)},
       {"readinessProbe",
-       Json{{"exec", Json{{"command", Json::array({"sh", "-c", "redis-cli -a \"$REDIS_PASSWORD\" --no-auth-warning ping | grep -q PONG"})}}},
+       Json{{"exec", Json{{"command", Json::array({"sh", "-c", "redis-cli ping | grep -q PONG"})}}},
             {"periodSeconds", 5},
             {"timeoutSeconds", 3}}},
       {"volumeMounts", Json::array({Json{{"name", "data"}, {"mountPath", "/data"}}})},
       {"securityContext", security_context(false)}};
-  Json pod_spec{{"securityContext", Json{{"runAsNonRoot", true}, {"runAsUser", 999}, {"runAsGroup", 999}, {"fsGroup", 999}}},
+  Json pod_spec{{"securityContext", pod_security_context(kRedisUid)},
+                {"enableServiceLinks", false},
+                {"automountServiceAccountToken", false},
                 {"terminationGracePeriodSeconds", 60},
                 {"containers", Json::array({container})}};
   place_on(pod_spec, infra.buffer, false);
@@ -122,7 +147,9 @@ std::vector<Json> render_efa_device_plugin(const InfraConfig& infra) {
       {"resources", Json{{"requests", Json{{"cpu", "10m"}, {"memory", "20Mi"}}}, {"limits", Json{{"memory", "100Mi"}}}}},
       {"volumeMounts", Json::array({Json{{"name", "device-plugin"}, {"mountPath", "/var/lib/kubelet/device-plugins"}},
                                     Json{{"name", "infiniband-volume"}, {"mountPath", "/dev/infiniband"}}})}};
+  // NOTE: runs as root: it serves a socket in the kubelet's root-owned device-plugins dir.
   Json pod_spec{
+      {"securityContext", Json{{"seccompProfile", Json{{"type", "RuntimeDefault"}}}}},
       {"hostNetwork", true},
       {"priorityClassName", "system-node-critical"},
       {"tolerations", Json::array({Json{{"operator", "Exists"}}})},
@@ -149,6 +176,14 @@ Json render_iam_policy(const InfraConfig& infra, const AppView& app) {
   const std::string bucket_arn = "arn:aws:s3:::" + infra.bucket;
   const std::string objects = bucket_arn + "/" + (prefix.empty() ? "" : prefix + "/") + "*";
   Json list{{"Sid", "ListJobPrefix"}, {"Effect", "Allow"}, {"Action", Json::array({"s3:ListBucket"})}, {"Resource", bucket_arn}};
+  // NOTE: ListBucketMultipartUploads gets no s3:prefix condition: S3 does not put s3:prefix in
+  // that action's request context (only ListBucket/ListBucketVersions), so such a condition
+  // would never match and the janitor's listing would be denied. It shows upload keys and ids
+  // only; aborting one needs s3:AbortMultipartUpload, which is scoped to the job's objects.
+  Json uploads{{"Sid", "ListJobUploads"},
+               {"Effect", "Allow"},
+               {"Action", Json::array({"s3:ListBucketMultipartUploads"})},
+               {"Resource", bucket_arn}};
   if (!prefix.empty()) {
     list["Condition"] = Json{{"StringLike", Json{{"s3:prefix", Json::array({prefix, prefix + "/*"})}}}};
   }
@@ -156,10 +191,7 @@ Json render_iam_policy(const InfraConfig& infra, const AppView& app) {
       {"Version", "2012-10-17"},
       {"Statement",
        Json::array({list,
-                    Json{{"Sid", "ListJobUploads"},
-                         {"Effect", "Allow"},
-                         {"Action", Json::array({"s3:ListBucketMultipartUploads"})},
-                         {"Resource", bucket_arn}},
+                    uploads,
                     Json{{"Sid", "ReadWriteJobObjects"},
                          {"Effect", "Allow"},
                          {"Action", Json::array({"s3:GetObject", "s3:PutObject", "s3:DeleteObject",

@@ -26,19 +26,21 @@ Json trainer_pod_template(const InfraConfig& infra, const AppView& app, const st
                  {"image", infra.image_gpu},
                  {"command", role_command(infra, "trainer")},
                  {"env", env},
-                 {"ports", Json::array({Json{{"name", "rendezvous"}, {"containerPort", kRendezvousPort}, {"protocol", "TCP"}}})},
+                 {"ports", Json::array({Json{{"name", "rendezvous"}, {"containerPort", kRendezvousPort}, {"protocol", "TCP"}},
+                                        metrics_container_port()})},
                  {"resources", resources(cpu_milli, mem_mib, t.gpus, g.efa_interfaces, hugepages)},
                  {"volumeMounts", volume_mounts(true)},
                  {"securityContext", security_context(efa)}};
   Json spec{{"serviceAccountName", infra.service_account},
             {"enableServiceLinks", false},
+            {"securityContext", pod_security_context(kImageUid)},
             {"terminationGracePeriodSeconds", 120},
             {"containers", Json::array({container})},
             {"volumes", Json::array({app_config_volume(), shm_volume(infra.trainer_shm_gib)})}};
   if (!restart_policy.empty()) spec["restartPolicy"] = restart_policy;
   if (!subdomain.empty()) spec["subdomain"] = subdomain;
   place_on(spec, g, /*on_demand_only=*/true);
-  return Json{{"metadata", Json{{"labels", labels(app, "trainer")}}}, {"spec", spec}};
+  return Json{{"metadata", Json{{"labels", labels(app, "trainer")}, {"annotations", scrape_annotations()}}}, {"spec", spec}};
 }
 
 Json rank_from_completion_index() {
@@ -150,6 +152,7 @@ std::vector<Json> render_rollout(const InfraConfig& infra, const AppView& app) {
                  {"image", infra.image_gpu},
                  {"command", role_command(infra, "rollout")},
                  {"env", role_env(infra, efa)},
+                 {"ports", Json::array({metrics_container_port()})},
                  {"resources", resources(cpu_milli, mem_mib - hugepages, gpw, efa_per_worker, hugepages)},
                  {"volumeMounts", volume_mounts(true)},
                  {"securityContext", security_context(efa)}};
@@ -158,6 +161,7 @@ std::vector<Json> render_rollout(const InfraConfig& infra, const AppView& app) {
   // inside the two-minute Spot notice so the drain ends before the instance is reclaimed.
   Json spec{{"serviceAccountName", infra.service_account},
             {"enableServiceLinks", false},
+            {"securityContext", pod_security_context(kImageUid)},
             {"terminationGracePeriodSeconds", infra.grace_seconds},
             {"containers", Json::array({container})},
             {"volumes", Json::array({app_config_volume(), shm_volume(infra.rollout_shm_gib)})}};
@@ -173,7 +177,9 @@ std::vector<Json> render_rollout(const InfraConfig& infra, const AppView& app) {
                                 {"selector", Json{{"matchLabels", sel}}},
                                 {"strategy", Json{{"type", "RollingUpdate"},
                                                   {"rollingUpdate", Json{{"maxSurge", 0}, {"maxUnavailable", max_unavailable}}}}},
-                                {"template", Json{{"metadata", Json{{"labels", labels(app, "rollout")}}}, {"spec", spec}}}}}};
+                                {"template", Json{{"metadata", Json{{"labels", labels(app, "rollout")},
+                                                                    {"annotations", scrape_annotations()}}},
+                                                  {"spec", spec}}}}}};
   Json pdb{{"apiVersion", "policy/v1"},
            {"kind", "PodDisruptionBudget"},
            {"metadata", metadata(infra, app, kRolloutName, "rollout")},

@@ -15,6 +15,7 @@
 
 #include "base/env.h"
 #include "base/files.h"
+#include "base/subprocess.h"
 
 namespace moerl::deploy::testing {
 
@@ -50,16 +51,10 @@ struct CommandResult {
   std::string output;  // stdout + stderr
 };
 
+// `cmd` through the shell, stdout and stderr together; killed after 600 s (status 137).
 inline CommandResult run_command(const std::string& cmd) {
-  CommandResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  CapturedRun c = run_captured({"/bin/sh", "-c", cmd}, Deadline::after_seconds(600));
+  return {c.status, c.output};
 }
 
 inline std::string temp_dir(const std::string& name) {

@@ -162,7 +162,7 @@ TEST(Validate, InjectedFaultsAreRejected) {
        "unknown field \"bogusField\""},
       {"unknown-field-pytorchjob-pod", "pytorchjob",
        [](JsonSet& s) {
-         first_of_kind(s, "30-trainer.yaml", "PyTorchJob")["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelectr"] = Json{{"a", "b"}};
+         first_of_kind(s, "30-trainer.yaml", "PyTorchJob")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["nodeSelectr"] = Json{{"a", "b"}};
        },
        "unknown field \"nodeSelectr\""},
       {"unknown-field-pytorchjob-spec", "pytorchjob",
@@ -207,6 +207,25 @@ TEST(Validate, InjectedFaultsAreRejected) {
          first_of_kind(s, "40-rollout.yaml", "Deployment")["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = true;
        },
        "privileged container outside the EFA device plugin"},
+      {"root-pod", "pytorchjob",
+       [](JsonSet& s) { first_of_kind(s, "10-redis.yaml", "StatefulSet")["spec"]["template"]["spec"]["securityContext"].erase("runAsNonRoot"); },
+       "runAsNonRoot must be true"},
+      {"no-seccomp", "jobset",
+       [](JsonSet& s) {
+         first_of_kind(s, "30-trainer.yaml", "JobSet")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["securityContext"].erase("seccompProfile");
+       },
+       "seccompProfile.type must be RuntimeDefault"},
+      {"capabilities-kept", "pytorchjob",
+       [](JsonSet& s) {
+         first_of_kind(s, "40-rollout.yaml", "Deployment")["spec"]["template"]["spec"]["containers"][0]["securityContext"].erase("capabilities");
+       },
+       "capabilities.drop must include ALL"},
+      {"redis-open", "pytorchjob",
+       [](JsonSet& s) {
+         auto& docs = s.k8s.at("10-redis.yaml");
+         docs.erase(std::remove_if(docs.begin(), docs.end(), [](const Json& d) { return d["kind"] == "NetworkPolicy"; }), docs.end());
+       },
+       "no NetworkPolicy limits who reaches Redis"},
       {"trainer-on-spot", "pytorchjob",
        [](JsonSet& s) {
          auto& specs = first_of_kind(s, "30-trainer.yaml", "PyTorchJob")["spec"]["pytorchReplicaSpecs"];
@@ -253,20 +272,23 @@ TEST(RehearsePlan, ReadsBackTheRolesCommandsAndEnvFromTheYaml) {
   Json plan = Json::parse(r.output);
   EXPECT_EQ(plan["app_toml"], l.app.text);
   EXPECT_EQ(plan["app_path"], "/etc/moerl/app.toml");
-  const Json& redis = plan["redis"]["argv"];
-  auto pw = std::find(redis.begin(), redis.end(), "--requirepass");
-  ASSERT_NE(pw, redis.end());
-  EXPECT_EQ(*(pw + 1), "test-password");  // $(REDIS_PASSWORD) resolved from the Secret
+  // Redis: the password from the Secret in the env (REDISCLI_AUTH), on no argv; the probe too.
+  EXPECT_EQ(plan["redis"]["env"]["REDISCLI_AUTH"], "test-password");
+  EXPECT_EQ(plan["redis"]["argv"].dump().find("test-password"), std::string::npos) << plan["redis"].dump();
+  EXPECT_EQ(plan["redis"]["probe"].dump().find("test-password"), std::string::npos) << plan["redis"].dump();
   std::map<std::string, int64_t> replicas;
   for (const auto& role : plan["roles"]) {
     replicas[role["name"]] += role["replicas"].get<int64_t>();
     EXPECT_EQ(role["argv"][0], "moerl");
     EXPECT_EQ(role["argv"][1], role["name"]);
-    EXPECT_EQ(role["argv"][4], "runtime.queue_url=redis://:test-password@moerl-redis.moerl-small.svc.cluster.local:6379/0");
+    EXPECT_EQ(role["argv"][4], "runtime.queue_url=redis://moerl-redis.moerl-small.svc.cluster.local:6379/0");
     EXPECT_EQ(role["env"]["MOERL_REDIS_PASSWORD"], "test-password");
     EXPECT_EQ(role["env"]["AWS_REGION"], "us-east-2");
+    bool pod_name = false;
+    for (const auto& inj : role["injected"]) pod_name = pod_name || inj.value("name", "") == "POD_NAME";
+    EXPECT_TRUE(pod_name) << role["name"] << ": POD_NAME is not injected from metadata.name: " << role.dump();
   }
-  EXPECT_EQ(replicas["trainer"], 2);  // master + 1 worker
+  EXPECT_EQ(replicas["trainer"], 1);  // one trainer process: a master, no workers
   EXPECT_EQ(replicas["rollout"], 4);
   remove_tree(tmp);
 }

@@ -41,7 +41,7 @@ Inputs make_inputs(const BenchOptions& o, int rank) {
   at::Tensor x = (t * 11 + at::arange(H, at::kLong).unsqueeze(0) * 5 + rank * 37) % 8;
   x.select(1, 0).fill_(rank);
   for (int d = 0; d < 4 && d + 1 < H; ++d) x.select(1, d + 1).copy_(t.squeeze(1).div(1 << (3 * d), "floor") % 8);
-  in.x = x.to(o.dtype == "fp32" ? at::kFloat : at::kBFloat16);
+  in.x = x.to(o.dtype == DType::kFloat32 ? at::kFloat : at::kBFloat16);
   return in;
 }
 
@@ -150,8 +150,8 @@ double memcpy_gbps(int64_t bytes) {
 
 nlohmann::json run_bench(const BenchOptions& o) {
   at::set_num_threads(1);
-  if (o.dtype != "bf16" && o.dtype != "fp32") {
-    throw Error("bench ep: --dtype " + o.dtype + " is not bf16 or fp32", "e.g. --dtype bf16");
+  if (o.dtype != DType::kBFloat16 && o.dtype != DType::kFloat32) {
+    throw Error(std::string("bench ep: dtype ") + dtype_name(o.dtype) + " is not bfloat16 or float32", "e.g. --dtype bf16");
   }
   if (o.tokens < 1 || o.hidden < 5 || o.topk < 1 || o.topk > o.experts || o.iters < 1) {
     throw Error("bench ep: need --tokens >= 1, --hidden >= 5, 1 <= --topk <= --experts, --iters >= 1 (got tokens=" +
@@ -161,7 +161,7 @@ nlohmann::json run_bench(const BenchOptions& o) {
   }
   nlohmann::json out;
   out["tokens"] = o.tokens, out["hidden"] = o.hidden, out["topk"] = o.topk, out["experts"] = o.experts;
-  out["dtype"] = o.dtype, out["routing"] = o.routing, out["mode"] = mode_name(o.mode);
+  out["dtype"] = dtype_short_name(o.dtype), out["routing"] = o.routing, out["mode"] = mode_name(o.mode);
   out["warmup"] = o.warmup, out["iters"] = o.iters, out["device"] = o.device;
   if (o.device != "cpu" && o.device != "cuda") {
     throw Error("bench ep: --device " + o.device + " is not cpu or cuda", "e.g. --device cuda --backend cuda_ipc,nccl");

@@ -17,13 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "ep/ep.h"
 
 namespace moerl::ep {
 
 struct BenchOptions {
   int64_t tokens = 4096, hidden = 2048, topk = 8, experts = 64;
-  std::string dtype = "bf16";       // bf16 | fp32
+  DType dtype = DType::kBFloat16;   // bfloat16 | float32 (base/dtype.h spellings)
   std::string routing = "uniform";  // uniform | zipf | one-expert | dropped
   Mode mode = Mode::kNormal;
   std::vector<Backend> backends = {Backend::kFabric, Backend::kAllToAll};

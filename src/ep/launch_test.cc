@@ -8,16 +8,15 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/subprocess.h"
+
 namespace {
 
+// `cmd` through the shell, stdout and stderr together; killed after 180 s.
 std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  while (p && fgets(buf.data(), buf.size(), p)) out += buf.data();
-  int st = pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
+  moerl::CapturedRun r = moerl::run_captured({"/bin/sh", "-c", cmd}, moerl::Deadline::after_seconds(180));
+  *status = r.status;
+  return r.output;
 }
 
 TEST(Launch, SetsRankEnvironmentAndPrefixesLines) {

@@ -37,6 +37,31 @@ constexpr char kMixtral[] = R"({
   "num_local_experts": 4, "num_experts_per_tok": 2, "rope_theta": 1e6,
   "sliding_window": null})";
 
+// DeepSeek-V3's own config.json (transformers 4 names), sizes shrunk.
+constexpr char kDeepseekV4[] = R"({
+  "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+  "vocab_size": 1280, "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 16,
+  "num_hidden_layers": 5, "num_attention_heads": 4, "num_key_value_heads": 4,
+  "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 4,
+  "n_group": 8, "topk_group": 4, "routed_scaling_factor": 2.5, "norm_topk_prob": true,
+  "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1,
+  "first_k_dense_replace": 3, "q_lora_rank": 24, "kv_lora_rank": 16,
+  "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "num_nextn_predict_layers": 1,
+  "rope_theta": 10000, "max_position_embeddings": 163840,
+  "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+                   "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"},
+  "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "bos_token_id": 0, "eos_token_id": 1,
+  "torch_dtype": "bfloat16", "hidden_act": "silu"})";
+
+// Qwen1.5-MoE's config.json (transformers 4: no qkv_bias field, biases always on), shrunk.
+constexpr char kQwen2V4[] = R"({
+  "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+  "vocab_size": 151, "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 16,
+  "shared_expert_intermediate_size": 48, "num_hidden_layers": 4, "num_attention_heads": 4,
+  "num_key_value_heads": 4, "num_experts": 6, "num_experts_per_tok": 2, "norm_topk_prob": false,
+  "decoder_sparse_step": 1, "rope_theta": 1000000.0, "use_sliding_window": false,
+  "sliding_window": 32768, "max_window_layers": 21, "bos_token_id": 150, "eos_token_id": 150})";
+
 std::string error_of(const std::string& text) {
   try {
     HfConfig::parse(text, "cfg.json");
@@ -164,6 +189,97 @@ TEST(HfConfig, Errors) {
   } catch (const Error& err) {
     EXPECT_EQ(err.code(), ErrorCode::kNotFound);
   }
+}
+
+TEST(HfConfig, DeepseekV3) {
+  HfConfig c = HfConfig::parse(kDeepseekV4, "ds.json");
+  EXPECT_TRUE(c.is_mla());
+  EXPECT_EQ(c.num_experts, 16);
+  EXPECT_EQ(c.q_lora_rank, 24);
+  EXPECT_EQ(c.kv_lora_rank, 16);
+  EXPECT_EQ(c.head_dim, 4);  // the RoPE width, as DeepseekV3Config sets it
+  EXPECT_EQ(c.n_group, 8);
+  EXPECT_EQ(c.topk_group, 4);
+  EXPECT_DOUBLE_EQ(c.routed_scaling_factor, 2.5);
+  EXPECT_TRUE(c.rope_interleave);  // default
+  EXPECT_EQ(c.rope_scaling.type, RopeType::kYarn);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 40);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(*c.rope_scaling.mscale_all_dim, 1.0);
+  EXPECT_FALSE(c.rope_scaling.attention_factor.has_value());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(c.is_moe_layer(i)) << i;  // first_k_dense_replace
+  EXPECT_TRUE(c.is_moe_layer(3));
+  EXPECT_TRUE(c.is_moe_layer(4));
+  // Round trip, with the names transformers 4 and 5 read.
+  HfConfig b = HfConfig::parse(c.to_json(), "b.json");
+  EXPECT_EQ(b.to_json(), c.to_json());
+  EXPECT_EQ(b.rope_scaling.original_max_position_embeddings, 4096);
+  const std::string j = c.to_json();
+  for (const char* key : {"\"n_routed_experts\": 16", "\"q_lora_rank\": 24", "\"rope_scaling\"",
+                          "\"rope_type\": \"yarn\"", "DeepseekV3ForCausalLM"}) {
+    EXPECT_NE(j.find(key), std::string::npos) << key << " in " << j;
+  }
+  // q_lora_rank null: a full-rank q_proj; and it survives the round trip as null.
+  std::string null_q = kDeepseekV4;
+  null_q.replace(null_q.find("\"q_lora_rank\": 24"), 17, "\"q_lora_rank\": null");
+  HfConfig n = HfConfig::parse(null_q, "n.json");
+  EXPECT_EQ(n.q_lora_rank, 0);
+  EXPECT_NE(n.to_json().find("\"q_lora_rank\": null"), std::string::npos);
+  EXPECT_EQ(HfConfig::parse(n.to_json(), "n2.json").q_lora_rank, 0);
+}
+
+TEST(HfConfig, DeepseekV3Errors) {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string t = kDeepseekV4;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return error_of(t.replace(at, from.size(), to));
+  };
+  EXPECT_NE(with("\"q_lora_rank\": 24,", "").find("'q_lora_rank' is missing"), std::string::npos);
+  EXPECT_NE(with("\"kv_lora_rank\": 16,", "").find("'kv_lora_rank' is missing"), std::string::npos);
+  EXPECT_NE(with("\"n_group\": 8", "\"n_group\": 3").find("n_group=3 must divide n_routed_experts=16"),
+            std::string::npos);
+  EXPECT_NE(with("\"topk_group\": 4", "\"topk_group\": 9").find("topk_group=9"), std::string::npos);
+  EXPECT_NE(with("\"topk_group\": 4", "\"topk_group\": 1").find("exceeds the experts of topk_group=1"),
+            std::string::npos);  // 4 experts from one group of 2
+  EXPECT_NE(with("\"scoring_func\": \"sigmoid\"", "\"scoring_func\": \"softmax\"").find("scoring_func"),
+            std::string::npos);
+  EXPECT_NE(with("\"num_key_value_heads\": 4", "\"num_key_value_heads\": 2").find("num_key_value_heads=2"),
+            std::string::npos);
+  EXPECT_NE(with("\"qk_rope_head_dim\": 4", "\"qk_rope_head_dim\": 3").find("qk_rope_head_dim=3"),
+            std::string::npos);
+  EXPECT_NE(with("\"factor\": 40", "\"factor\": 0").find("'factor'"), std::string::npos);
+  EXPECT_NE(with("\"type\": \"yarn\"", "\"type\": \"linear\"").find("'linear'"), std::string::npos);
+  EXPECT_NE(with("\"first_k_dense_replace\": 3", "\"first_k_dense_replace\": 6").find("first_k_dense_replace=6"),
+            std::string::npos);
+  EXPECT_NE(with("\"moe_layer_freq\": 1", "\"moe_layer_freq\": 2").find("moe_layer_freq"), std::string::npos);
+}
+
+TEST(HfConfig, Qwen2Moe) {
+  HfConfig c = HfConfig::parse(kQwen2V4, "q2.json");
+  EXPECT_EQ(c.model_type, "qwen2_moe");
+  EXPECT_TRUE(c.attention_bias);  // transformers 4 hard-wires q/k/v biases
+  EXPECT_EQ(c.shared_expert_intermediate_size, 48);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_FALSE(c.norm_topk_prob);
+  HfConfig b = HfConfig::parse(c.to_json(), "b.json");
+  EXPECT_EQ(b.to_json(), c.to_json());
+  EXPECT_NE(c.to_json().find("\"qkv_bias\": true"), std::string::npos);
+  EXPECT_EQ(c.to_json().find("\"head_dim\""), std::string::npos);  // not a Qwen2MoeConfig field
+
+  std::string no_bias = kQwen2V4;
+  no_bias.replace(no_bias.find("\"norm_topk_prob\""), 16, "\"qkv_bias\": false, \"norm_topk_prob\"");
+  EXPECT_FALSE(HfConfig::parse(no_bias, "nb.json").attention_bias);
+  std::string sliding = kQwen2V4;
+  sliding.replace(sliding.find("\"use_sliding_window\": false"), 27, "\"use_sliding_window\": true");
+  EXPECT_NE(error_of(sliding).find("use_sliding_window"), std::string::npos);
+  std::string no_shared = kQwen2V4;
+  no_shared.replace(no_shared.find("\"shared_expert_intermediate_size\": 48,"), 38, "");
+  EXPECT_NE(error_of(no_shared).find("'shared_expert_intermediate_size' is missing"), std::string::npos);
+  std::string yarn = kQwen2V4;
+  yarn.replace(yarn.find("\"rope_theta\""), 12, "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2}, \"rope_theta\"");
+  EXPECT_NE(error_of(yarn).find("yarn"), std::string::npos);
 }
 
 TEST(HfConfig, ConflictingExpertCounts) {

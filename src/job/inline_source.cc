@@ -36,6 +36,7 @@ StepExperience InlineSource::next_batch() {
   const bool dynamic = cfg.rollout.dynamic_sampling;  // one rank only (checked by JobConfig)
   const int64_t budget = dynamic ? P * cfg.rollout.max_sampling_rounds : P;
   const double t0 = now_seconds();
+  cfg.reward->drain_extra_logs();  // what evaluation scored is not this step's
   StepExperience out;
   std::vector<runtime::ExperienceRecord>& kept = out.records;
   std::vector<runtime::ExperienceRecord> flat;  // groups set aside, newest last
@@ -87,6 +88,9 @@ StepExperience InlineSource::next_batch() {
   }
   out.generate_seconds = now_seconds() - t0;
   if (dynamic) out.row["groups_filtered"] = groups_filtered_;
+  // Named sub-scores of this step's rewards (an "http" reward's extra_logs), on this rank.
+  const std::map<std::string, double> extra = cfg.reward->drain_extra_logs();
+  if (!extra.empty()) out.row["reward_extra"] = extra;
   return out;
 }
 

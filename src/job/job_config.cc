@@ -1,6 +1,7 @@
 #include "job/job_config.h"
 
 #include "base/error.h"
+#include "base/log.h"
 #include "tasks/registry.h"
 #include "train/reward_model.h"
 
@@ -39,8 +40,10 @@ ModelSection read_model(ConfigTable t) {
     throw Error("config: model.device = \"" + m.device + "\" is not a device",
                 "use \"cpu\", \"cuda\" or \"cuda:N\"");
   }
-  m.dtype = t.choice("dtype", "float32", {"float32", "bfloat16"});
-  m.rollout_dtype = t.choice("rollout_dtype", m.dtype, {"float32", "bfloat16"});
+  m.dtype = parse_dtype(t.string("dtype", "float32"), "model.dtype", {DType::kFloat32, DType::kBFloat16});
+  m.rollout_dtype = t.has("rollout_dtype") ? parse_dtype(t.string("rollout_dtype", ""), "model.rollout_dtype",
+                                                         {DType::kFloat32, DType::kBFloat16})
+                                           : m.dtype;
   t.done();
   return m;
 }
@@ -79,6 +82,8 @@ TrainSection read_train(ConfigTable t, int64_t max_new_tokens) {
   c.max_grad_norm = t.number("max_grad_norm", 1.0, {0, 1e9});
   c.micro_batch_size = t.integer("micro_batch_size", 64, {1, 1e7});
   c.ppo_epochs = t.integer("ppo_epochs", 1, {1, 1000});
+  c.ppo_mini_batch_size = t.integer("ppo_mini_batch_size", 0, {0, 1e7});
+  c.max_nonfinite_steps = t.integer("max_nonfinite_steps", 5, {1, 1e6});
   c.schedule.lr = c.adamw.lr;
   c.schedule.warmup_steps = t.integer("warmup_steps", 0, {0, 1e9});
   c.schedule.total_steps = std::max<int64_t>(1, s.steps);
@@ -95,8 +100,7 @@ TrainSection read_train(ConfigTable t, int64_t max_new_tokens) {
 
 model::ModelOptions ModelSection::options(bool rollout) const {
   model::ModelOptions o;
-  const std::string& dt = rollout && !rollout_dtype.empty() ? rollout_dtype : dtype;
-  o.dtype = dt == "bfloat16" ? at::kBFloat16 : at::kFloat;
+  o.dtype = (rollout ? rollout_dtype : dtype) == DType::kBFloat16 ? at::kBFloat16 : at::kFloat;
   if (device != "cpu") {
     if (!at::hasCUDA()) {
       throw Error("config: model.device = \"" + device + "\" but this process sees no CUDA GPU",
@@ -119,9 +123,23 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   j.train = read_train(root.table("train"), j.rollout.gen.max_new_tokens);
   j.runtime = runtime::RuntimeConfig::from_config(root.table("runtime"));
   ConfigTable algo = root.table("algorithm");
+  const bool correction_given = algo.has("behaviour_correction");
   j.loss = rl::read_loss_config(algo);
   algo.done();
+  if (j.runtime.mode == runtime::RunMode::kAsync) {
+    // Async samples come from older policy versions: correct for it unless told not to.
+    if (!correction_given) {
+      j.loss.behaviour_correction = rl::BehaviourCorrection::kTis;
+      j.loss.validate();
+    } else if (j.loss.behaviour_correction == rl::BehaviourCorrection::kNone) {
+      MOERL_LOG(WARN) << "config: algorithm.behaviour_correction = \"none\" in async mode: samples from older "
+                            "policy versions are trained on as if fresh (no off-policy correction); the default "
+                            "for async is \"tis\"";
+    }
+  }
   j.train.trainer.loss = j.loss;
+  j.train.trainer.sampling = j.rollout.gen.sampling;
+  j.rollout.gen.record_routing = j.loss.routing_replay == rl::RoutingReplay::kRollout;
   train::register_model_reward();
   ConfigTable task = root.table("task");
   j.task = tasks::make_task(task);
@@ -134,6 +152,7 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   j.ep_size = ep.integer("size", 1, {1, 4096});
   j.ep_backend = ep.choice("backend", "loopback", {"loopback", "fabric", "alltoall", "cuda_ipc", "nccl"});
   ep.done();
+  j.metrics = read_metrics_section(root.table("metrics"));
   root.done();
   if (j.model.arch.num_experts % j.ep_size != 0) {
     throw Error("config: ep.size=" + std::to_string(j.ep_size) + " must divide model.num_experts=" +
@@ -155,7 +174,7 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
                   "the EP ranks would have to agree on every extra sampling round; use ep.size = 1");
     }
   }
-  j.effective_toml = doc.to_toml();
+  j.effective_toml = runtime::without_queue_password(doc.to_toml(), j.runtime);
   return j;
 }
 

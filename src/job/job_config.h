@@ -1,7 +1,7 @@
 // The job config of `moerl train`, `moerl trainer` and `moerl rollout`: every section of the
 // TOML file, read and validated in one place. Sections owned by other parts are read by their own readers (rl::read_loss_config
-// for [algorithm], tasks::make_task for [task]); this file owns [model], [rollout],
-// [train], [runtime], [store], [ep] and rejects unknown keys in all of them.
+// for [algorithm], tasks::make_task for [task], read_metrics_section for [metrics]); this file
+// owns [model], [rollout], [train], [runtime], [store], [ep] and rejects unknown keys in all of them.
 //
 //   JobConfig job = JobConfig::load("examples/demo.toml", {"train.steps=10"});
 //   job.train.steps, job.rollout.prompts_per_step, job.loss.eps_high, ...
@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "base/config.h"
+#include "base/dtype.h"
 #include "io/hf_config.h"
+#include "job/metrics_config.h"
 #include "model/model.h"
 #include "rl/loss_config.h"
 #include "rollout/group_rollout.h"
@@ -31,9 +33,9 @@ struct ModelSection {
   io::HfConfig arch;            // for init = "random" (vocab size comes from the tokenizer)
   uint64_t seed = 0;
   std::string device = "cpu";           // "cpu", "cuda" or "cuda:N"; the same for every role
-  std::string dtype = "float32";        // trainer's parameters: "float32" | "bfloat16"
-  std::string rollout_dtype = "";       // rollout workers' copy; "" = dtype (bf16 rollout of an
-                                        // fp32 trainer is the usual GPU setup)
+  DType dtype = DType::kFloat32;        // trainer's parameters: float32 | bfloat16 (base/dtype.h spellings)
+  DType rollout_dtype = DType::kFloat32;  // rollout workers' copy; default: dtype (bf16 rollout of
+                                          // an fp32 trainer is the usual GPU setup)
   // Options for the trainer's policy (rollout = false) or a rollout worker's copy. Throws
   // moerl::Error naming model.device when it names a GPU this process cannot use.
   model::ModelOptions options(bool rollout) const;
@@ -73,6 +75,7 @@ struct JobConfig {
   std::string store_uri;  // [store] uri; "" = <run dir>/store
   int64_t ep_size = 1;
   std::string ep_backend = "loopback";
+  MetricsSection metrics;  // [metrics]: Prometheus endpoint, TensorBoard (job/metrics_config.h)
   std::shared_ptr<const tasks::Task> task;
   std::shared_ptr<tasks::RewardFn> reward;
   std::string effective_toml;  // the config with overrides applied (written to the run dir)

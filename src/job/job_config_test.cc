@@ -32,6 +32,21 @@ TEST(JobConfigDevice, RolloutDtypeAppliesOnlyToWorkers) {
   EXPECT_EQ(same.model.options(true).dtype, at::kBFloat16);  // rollout_dtype defaults to dtype
 }
 
+TEST(JobConfigDevice, DtypeKeysTakeTheCommonSpellings) {
+  JobConfig j = parse_with_model("dtype = \"fp32\"\nrollout_dtype = \"bf16\"");
+  EXPECT_EQ(j.model.options(false).dtype, at::kFloat);
+  EXPECT_EQ(j.model.options(true).dtype, at::kBFloat16);
+  EXPECT_EQ(parse_with_model("dtype = \"BFloat16\"").model.options(false).dtype, at::kBFloat16);
+  EXPECT_EQ(parse_with_model("dtype = \"f32\"").model.options(true).dtype, at::kFloat);
+  try {
+    parse_with_model("rollout_dtype = \"bf15\"");
+    FAIL() << "bf15 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.rollout_dtype = \"bf15\" is not a dtype"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("bfloat16"), std::string::npos) << e.hint();
+  }
+}
+
 TEST(JobConfigDevice, BadDeviceOrMissingGpuIsAnErrorNamingTheKey) {
   try {
     parse_with_model("device = \"gpu0\"");

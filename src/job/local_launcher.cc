@@ -14,6 +14,7 @@
 #include "job/roles.h"
 #include "rollout/worker.h"
 #include "runtime/drain.h"
+#include "runtime/metered_backends.h"
 
 namespace moerl::job {
 
@@ -27,10 +28,16 @@ nlohmann::json run_with_processes(const JobConfig& cfg, const JobOptions& option
   write_file_atomic(conf.string(), cfg.effective_toml);
   const std::string self = fs::read_symlink("/proc/self/exe").string();  // this moerl binary
   std::vector<Subprocess> workers;
+  std::vector<std::string> argv = {self, "rollout", conf.string(), "--run-dir", options.run_dir};
+  // One machine: the trainer holds [metrics] prometheus_port; each worker takes a free one (logged).
+  if (cfg.metrics.prometheus_port > 0) argv.insert(argv.end(), {"--set", "metrics.prometheus_port=0"});
   for (int64_t i = 0; i < cfg.rollout.num_workers; ++i) {
-    workers.push_back(Subprocess::spawn(
-        {self, "rollout", conf.string(), "--run-dir", options.run_dir, "--worker-id", "local-" + std::to_string(i)},
-        {.parent_death_signal = SIGTERM}));
+    std::vector<std::string> a = argv;
+    a.insert(a.end(), {"--worker-id", "local-" + std::to_string(i)});
+    // config.toml holds no password: the workers get the resolved one in their environment.
+    SpawnOptions o{.parent_death_signal = SIGTERM};
+    if (!cfg.runtime.queue_password.empty()) o.set_env = {{"MOERL_REDIS_PASSWORD", cfg.runtime.queue_password}};
+    workers.push_back(Subprocess::spawn(a, o));
   }
   // Workers drain on their own once the trainer marks the run done; a stopped-early or
   // failed trainer leaves no marker, so they are told to drain. Either way each gets
@@ -74,7 +81,9 @@ nlohmann::json run_with_threads(const JobConfig& cfg, const JobOptions& options)
         wo.intra_op_threads = 1;
         wo.model = cfg.model.options(true);
         wo.handoff = handoff;
-        rollout::RolloutWorker w(worker_setup(cfg, *tok), b, *store, wo);
+        rollout::RolloutWorker w(worker_setup(cfg, *tok),
+                                 runtime::metered_worker_backends(b, wo.worker_id, metrics::default_registry()), *store,
+                                 wo);
         w.run(*drains[i], &worker_acc);
       } catch (...) {
         errors[i] = std::current_exception();

@@ -11,12 +11,16 @@
 #include "rollout/group_rollout.h"
 #include "rollout/worker.h"
 #include "io/checksum.h"
+#include "runtime/record_check.h"
+#include "runtime/worker_id.h"
 
 namespace moerl::job {
 
 namespace {
 
 constexpr double kBatchWaitSeconds = 600;  // then warn and keep waiting while work is queued
+// Nothing queued, leased or buffered this long, with tasks still unfinished: no producer.
+constexpr double kNoProducerGraceSeconds = 15;
 
 std::string from_hex(const std::string& hex) {
   auto val = [&](char c) -> int {
@@ -69,12 +73,26 @@ Deadline QueueSource::call_deadline() const {
   return Deadline::after_seconds(ctx_.cfg.runtime.call_timeout_seconds);
 }
 
+void QueueSource::check_lease() {
+  if (lease_) lease_->check(call_deadline());
+}
+
 void QueueSource::start() {
   const JobConfig& cfg = ctx_.cfg;
   const int64_t P = cfg.rollout.prompts_per_step;
   const nlohmann::json& extra = ctx_.state.extra;
   const nlohmann::json* saved = extra.contains("source") ? &extra["source"] : nullptr;
   first_cursor_ = saved ? saved->at("first_cursor").get<uint64_t>() : ctx_.state.cursor;
+  // One trainer per namespace: wait out a dead predecessor's lease, refuse a live one.
+  lease_ = runtime::open_trainer_lease(cfg.runtime, "trainer-" + runtime::default_worker_id());
+  if (lease_) {
+    o_.backends.buffer->set_epoch(lease_->acquire(Deadline::after_seconds(cfg.runtime.trainer_lease_seconds + 5)));
+  }
+  // Versions this life may train on: the checkpoint's lineage (none without an RL
+  // checkpoint: whatever an earlier life published died with it), then its own.
+  lineage_ = saved ? runtime::VersionLineage::from_json(saved->contains("lineage") ? saved->at("lineage") : nullptr,
+                                                        ctx_.state.policy_version)
+                   : runtime::VersionLineage();
   runtime::ControllerConfig cc;
   // Dynamic sampling may need up to max_sampling_rounds prompts per trained group.
   cc.total_tasks = cfg.train.steps * P * (cfg.rollout.dynamic_sampling ? cfg.rollout.max_sampling_rounds : 1);
@@ -84,7 +102,30 @@ void QueueSource::start() {
   cc.first_cursor = first_cursor_;
   cc.stale = {.max_staleness = cfg.runtime.max_staleness, .policy = cfg.runtime.stale_policy};
   cc.call_timeout_seconds = cfg.runtime.call_timeout_seconds;
+  cc.lineage = &lineage_;
   const uint32_t G = static_cast<uint32_t>(cfg.loss.group_size);
+  // What the trainer can take: token ids inside the model's vocabulary (an embedding lookup
+  // outside it crashes), finite logprobs, G samples, routing of the model's shape, and no
+  // version newer than the newest published.
+  const io::HfConfig& mc = ctx_.policy->config();
+  const runtime::RecordLimits limits{.vocab_size = mc.vocab_size,
+                                     .group_size = G,
+                                     .routing_layers = static_cast<uint16_t>(ctx_.policy->num_moe_layers()),
+                                     .routing_top_k = static_cast<uint16_t>(mc.num_experts_per_tok),
+                                     .num_experts = static_cast<uint32_t>(mc.num_experts)};
+  cc.check = [this, limits](const runtime::ExperienceRecord& r) {
+    runtime::RecordLimits l = limits;
+    l.max_version = ctx_.state.policy_version;
+    return runtime::check_record(r, l);
+  };
+  cc.task_cursor = [](const std::string& task_id) -> std::optional<uint64_t> {
+    // Task ids are "c<cursor>" (the factory below).
+    if (task_id.size() < 2 || task_id.size() > 20 || task_id[0] != 'c' ||
+        task_id.find_first_not_of("0123456789", 1) != std::string::npos) {
+      return std::nullopt;
+    }
+    return std::stoull(task_id.substr(1));
+  };
   ctl_ = std::make_unique<runtime::AsyncController>(
       cc, *o_.backends.queue, *o_.backends.buffer,
       [this, G](uint64_t cursor, uint32_t attempt) {
@@ -95,26 +136,56 @@ void QueueSource::start() {
         return u;
       },
       &acc_);
-  if (saved) ctl_->restore(runtime::BufferSnapshot::decode(from_hex(saved->at("buffer").get<std::string>())),
-                           call_deadline());
+  // Without a snapshot the stream is read from its start: what an earlier life consumed but
+  // never checkpointed comes back (deduplicated; its versions are not in the lineage).
+  ctl_->restore(saved ? runtime::BufferSnapshot::decode(from_hex(saved->at("buffer").get<std::string>()))
+                      : runtime::BufferSnapshot{},
+                call_deadline());
   publisher_ = std::make_unique<rollout::VersionPublisher>(
       *ctx_.store, *o_.backends.weights, o_.handoff, ctx_.path("scratch"),
       rollout::VersionPolicy{.keep = 3, .every = cfg.runtime.publish_every});
   ctx_.state.policy_version = publisher_->publish(ctx_.state.policy_version, *ctx_.policy, call_deadline());
+  lineage_.begin(ctx_.state.policy_version);
   trained_.open(ctx_.path("trained.jsonl"), std::ios::app);
 }
 
 StepExperience QueueSource::next_batch() {
   const size_t P = static_cast<size_t>(ctx_.cfg.rollout.prompts_per_step);
   const uint64_t version = ctx_.state.policy_version;
+  check_lease();
   StepExperience out;
+  double no_producer_since = 0;  // when nothing was queued, leased or buffered, yet not finished
   while (true) {
+    const double t0 = now_seconds();
     out.records = ctl_->next_batch(P, version, Deadline::after_seconds(kBatchWaitSeconds));
     // Refill the queue now, so the workers generate the next batch while this one trains.
     ctl_->top_up(call_deadline());
     if (!out.records.empty()) break;
     if (ctl_->finished(call_deadline())) return out;  // every task done: nothing more comes
-    MOERL_LOG(WARN) << "trainer: no experience within " << kBatchWaitSeconds << " s; still waiting";
+    if (now_seconds() - t0 >= kBatchWaitSeconds) {
+      MOERL_LOG(WARN) << "trainer: no experience within " << kBatchWaitSeconds << " s; still waiting";
+    }
+    // next_batch returns early, empty, when every task was created and none is queued: if no
+    // task is leased and no record buffered either, nothing can ever arrive. Waiting would be
+    // forever; say what is missing instead.
+    const runtime::QueueDepth depth = o_.backends.queue->depth(call_deadline());
+    if (depth.queued() > 0 || o_.backends.buffer->stats().available > 0) {
+      no_producer_since = 0;
+      continue;
+    }
+    if (no_producer_since == 0) no_producer_since = now_seconds();
+    if (now_seconds() - no_producer_since >= kNoProducerGraceSeconds) {
+      const runtime::AccountingReport rep = ctl_->report(call_deadline());
+      throw Error("trainer: the run cannot finish: " + std::to_string(rep.get(runtime::Counter::kTasksCreated)) +
+                      " tasks created, " + std::to_string(rep.get(runtime::Counter::kTasksCompleted)) +
+                      " completed, none queued or leased and no experience buffered for " +
+                      std::to_string(static_cast<int>(kNoProducerGraceSeconds)) +
+                      " s: the experience of the rest was consumed but never trained",
+                  "the experience stream no longer holds them (a Redis that lost its data, or a resume from a "
+                  "checkpoint older than the stream keeps): rerun with --fresh on a new runtime.namespace",
+                  ErrorCode::kUnavailable);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   double stale_sum = 0;
   uint64_t stale_max = 0;
@@ -146,12 +217,21 @@ void QueueSource::after_step(StepExperience& step) {
   state.cursor = ctl_->data_cursor();
   const double t0 = now_seconds();
   if (publisher_->due(state.policy_version)) {
+    check_lease();
     state.policy_version = publisher_->publish(state.policy_version, *ctx_.policy, call_deadline());
   }
   step.row["publish_s"] = now_seconds() - t0;
   step.row["version"] = state.policy_version;
   runtime::AccountingReport rep = ctl_->report(call_deadline());
   step.row["queue_depth"] = rep.queue_depth;
+  step.row["tasks_leased"] = o_.backends.queue->depth(call_deadline()).leased;
+  step.row["tasks_lost"] = rep.lost;
+  step.row["duplicates_dropped"] = rep.get(runtime::Counter::kDuplicatesDropped);
+  step.row["stale_dropped"] = rep.get(runtime::Counter::kStaleDropped);
+  step.row["tasks_requeued"] = rep.get(runtime::Counter::kTasksRequeued);
+  step.row["dead_lettered"] = rep.get(runtime::Counter::kDeadLettered);
+  step.row["records_quarantined"] = rep.get(runtime::Counter::kRecordsQuarantined);
+  step.row["records_dead_lineage"] = rep.get(runtime::Counter::kDeadLineage);
   step.row["trainer_idle_fraction"] = rep.trainer_idle_fraction;
   step.row["rollout_idle_fraction"] = rep.rollout_idle_fraction;
   if (ctx_.cfg.rollout.dynamic_sampling) step.row["groups_filtered"] = rep.get(runtime::Counter::kGroupsFiltered);
@@ -159,13 +239,17 @@ void QueueSource::after_step(StepExperience& step) {
 
 nlohmann::json QueueSource::snapshot() {
   if (!ctl_) return nullptr;  // before RL (the SFT checkpoint)
+  check_lease();              // a replaced trainer writes no checkpoint
   pending_ = ctl_->snapshot();
-  return {{"buffer", io::to_hex(pending_->encode())}, {"first_cursor", first_cursor_}};
+  return {{"buffer", io::to_hex(pending_->encode())},
+          {"first_cursor", first_cursor_},
+          {"lineage", lineage_.to_json(ctx_.state.policy_version)}};
 }
 
 void QueueSource::checkpoint_committed() {
   if (!pending_) return;
-  o_.backends.buffer->checkpoint_committed(*pending_, call_deadline());
+  if (committed_before_) o_.backends.buffer->checkpoint_committed(*committed_before_, call_deadline());
+  committed_before_ = std::move(pending_);
   pending_.reset();
 }
 

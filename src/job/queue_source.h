@@ -3,8 +3,12 @@
 // this source, on the trainer, keeps the queue topped up (runtime::AsyncController), takes
 // each step's records within runtime.max_staleness, publishes weight version v+1 after every
 // step due under runtime.publish_every (rollout::VersionPublisher), appends what it trained to
-// trained.jsonl, and carries the buffer snapshot and data cursor in the trainer's checkpoints,
-// so a restarted trainer trains no task twice.
+// trained.jsonl, and carries the buffer snapshot, data cursor and version lineage in the
+// trainer's checkpoints, so a restarted trainer trains no task twice. Over Redis it first takes
+// the namespace's trainer lease (runtime/trainer_lease.h) and checks it before every batch,
+// publication and checkpoint; records of versions outside its lineage (runtime/lineage.h) are
+// dropped and their tasks enqueued again, so a restart before the first checkpoint re-reads
+// the experience stream from its start and loses nothing.
 //
 //   QueueSource src(ctx, {.backends = runtime::open_backends(cfg.runtime)});
 //   run_trainer_loop(ctx, src);      // `moerl trainer`
@@ -23,7 +27,9 @@
 #include "rollout/weight_publisher.h"
 #include "runtime/accounting.h"
 #include "runtime/controller.h"
+#include "runtime/lineage.h"
 #include "runtime/runtime_config.h"
+#include "runtime/trainer_lease.h"
 
 namespace moerl::job {
 
@@ -52,13 +58,20 @@ class QueueSource final : public ExperienceSource {
  private:
   Deadline call_deadline() const;
 
+  void check_lease();  // throws once another trainer took the namespace
+
   RunContext& ctx_;
   QueueSourceOptions o_;
+  std::unique_ptr<runtime::TrainerLease> lease_;  // nullptr in-process; released last
+  runtime::VersionLineage lineage_;
   runtime::Accounting acc_;
   uint64_t first_cursor_ = 0;  // data cursor of the first RL task
   std::unique_ptr<runtime::AsyncController> ctl_;
   std::unique_ptr<rollout::VersionPublisher> publisher_;
   std::optional<runtime::BufferSnapshot> pending_;  // in the checkpoint being written
+  // The previous committed checkpoint's snapshot: the stream is trimmed only up to it, so a
+  // resume that falls back from a damaged newest checkpoint still finds its records.
+  std::optional<runtime::BufferSnapshot> committed_before_;
   std::ofstream trained_;                           // trained.jsonl
 };
 

@@ -2,12 +2,16 @@
 
 #include <filesystem>
 
+#include "base/error.h"
+#include "base/files.h"
 #include "base/log.h"
 #include "job/gpu_paths.h"
 #include "job/inline_source.h"
 #include "job/local_launcher.h"
+#include "job/metrics_endpoint.h"
 #include "job/trainer_loop.h"
 #include "runtime/drain.h"
+#include "runtime/metered_backends.h"
 
 namespace moerl::job {
 
@@ -53,8 +57,22 @@ int run_rollout_role(const JobConfig& cfg, const RolloutRoleOptions& options) {
   wo.max_tasks = options.max_tasks;
   wo.intra_op_threads = options.intra_op_threads;
   wo.model = cfg.model.options(true);
-  rollout::RolloutWorker w(worker_setup(cfg, *tok), runtime::open_backends(cfg.runtime), *store, wo);
+  std::unique_ptr<metrics::MetricsServer> endpoint =
+      start_metrics_endpoint(cfg.metrics, "rollout", {{"worker", options.worker_id}});
+  rollout::RolloutWorker w(worker_setup(cfg, *tok),
+                           runtime::metered_worker_backends(runtime::open_backends(cfg.runtime), options.worker_id,
+                                                            metrics::default_registry()),
+                           *store, wo);
   rollout::WorkerStats st = w.run(drain);
+  // Each start has its own id, so its scratch dir (staged weights) would outlive it in a
+  // shared run dir; run() has joined the stager, nothing writes there any more.
+  try {
+    remove_tree(wo.scratch_dir);
+  } catch (const Error& e) {
+    MOERL_LOG(WARN) << options.worker_id << ": could not remove its scratch dir: " << e.what();
+  }
+  // A drain (SIGTERM, Spot notice, the trainer's end) bounds the wait by what is left of it.
+  finish_metrics_endpoint(endpoint.get(), cfg.metrics, "rollout", drain.remaining_seconds());
   runtime::DrainController::install_signal_handlers(nullptr);
   MOERL_LOG(INFO) << options.worker_id << ": exit (" << st.loop.completed << " tasks, " << st.batches
                   << " batches, versions " << st.first_version << ".." << st.last_version << ")";

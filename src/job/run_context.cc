@@ -6,11 +6,13 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/check.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "io/tensor_io.h"
 #include "job/ep_join.h"
 #include "job/gpu_paths.h"
+#include "job/metrics_endpoint.h"
 #include "store/commit.h"
 #include "train/ep_checkpoint.h"
 #include "train/reward_model.h"
@@ -18,6 +20,23 @@
 namespace moerl::job {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Objects of checkpoints a crashed process never committed (and pending uploads) older than
+// this are garbage; younger ones may belong to a writer still at work (EP ranks stage first).
+constexpr double kOrphanGraceSeconds = 3600;
+
+void collect_orphaned_checkpoint_objects(store::ObjectStore& store) {
+  store::CleanupReport r = store::cleanup(store, kCheckpointRoot, kOrphanGraceSeconds);
+  if (!r.removed_objects.empty() || !r.aborted_uploads.empty()) {
+    MOERL_LOG(INFO) << "checkpoint: removed " << r.removed_objects.size() << " object(s) of uncommitted checkpoints and "
+                    << "aborted " << r.aborted_uploads.size() << " upload(s) older than " << kOrphanGraceSeconds
+                    << " s under " << store.uri() << "/" << kCheckpointRoot << " (`moerl store cleanup` does it by hand)";
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<model::Tokenizer> make_job_tokenizer(const JobConfig& cfg) {
   if (cfg.model.init == "random") return std::make_unique<model::CharTokenizer>();
@@ -40,7 +59,14 @@ RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::mov
     world = dp->world_size();
   }
   fs::create_directories(opts.run_dir);
-  if (lead()) write_file_atomic(path("config.toml"), cfg.effective_toml);
+  if (lead()) {
+    write_file_atomic(path("config.toml"), cfg.effective_toml);
+    const bool async = cfg.runtime.mode == runtime::RunMode::kAsync;
+    role = async ? "trainer" : "train";
+    metrics_endpoint = start_metrics_endpoint(cfg.metrics, role,
+                                              {{"mode", async ? "async" : "sync"}, {"task", cfg.task->name()},
+                                               {"algorithm", rl::name_of(cfg.loss.algorithm)}});
+  }
   const int threads = opts.intra_op_threads > 0 ? opts.intra_op_threads : static_cast<int>(cfg.train.threads);
   if (threads > 0) at::set_num_threads(threads);
   model::ModelOptions mo = cfg.model.options(/*rollout=*/false);
@@ -63,14 +89,15 @@ RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::mov
   trainer->set_data_parallel(dp);
   if (opts.resume) resume();
   if (lead()) {
-    metrics = std::make_unique<metrics::JsonlWriter>(
-        path("metrics.jsonl"), resumed ? metrics::JsonlMode::kAppend : metrics::JsonlMode::kTruncate);
+    metrics = std::make_unique<RunMetrics>(opts.run_dir, resumed ? metrics::JsonlMode::kAppend : metrics::JsonlMode::kTruncate,
+                                           cfg.metrics);
   }
   MOERL_LOG(INFO) << "train: " << policy->num_parameters() << " parameters, task " << cfg.task->name() << ", store "
                   << uri << (resumed ? ", resumed at step " + std::to_string(state.rl_step) : "");
 }
 
 void RunContext::resume() {
+  if (lead()) collect_orphaned_checkpoint_objects(*store);
   std::optional<train::LoadedCheckpoint> loaded =
       dp ? train::load_ep_checkpoint(*store, kCheckpointRoot, path("resume-rank" + std::to_string(rank)), *dp)
          : train::load_latest_checkpoint(*store, kCheckpointRoot, path("resume"));
@@ -78,6 +105,10 @@ void RunContext::resume() {
     train::restore(*loaded, *policy, *trainer);
     state = loaded->state;
     resumed = true;
+    commit_prefix_ = loaded->prefix;
+    commit_opt_steps_ = trainer->optimizer().num_steps();
+    auto ref = state.extra.find("reference");
+    if (cfg.loss.kl_coef > 0 && ref != state.extra.end()) load_reference(ref->get<std::string>());
     return;
   }
   // No usable commit. A manifest that exists but cannot be read is an unreadable checkpoint,
@@ -108,7 +139,13 @@ std::string RunContext::checkpoint() {
       dp ? train::save_ep_checkpoint(*store, kCheckpointRoot, state, *policy, *tok, *trainer, keep, *dp)
          : train::save_checkpoint(*store, kCheckpointRoot, state, *policy, *tok, *trainer, keep);
   MOERL_LOG(INFO) << "checkpoint: committed " << prefix;
+  commit_prefix_ = prefix;
+  commit_opt_steps_ = trainer->optimizer().num_steps();
   return prefix;
+}
+
+std::string RunContext::policy_commit() const {
+  return commit_opt_steps_ == trainer->optimizer().num_steps() ? commit_prefix_ : std::string();
 }
 
 rollout::EvalResult RunContext::eval(const char* label) {
@@ -131,17 +168,39 @@ rollout::EvalResult RunContext::eval(const char* label) {
   return e;
 }
 
-void RunContext::anchor_reference() {
-  if (cfg.loss.kl_coef <= 0) return;
-  // Frozen reference = the policy as RL starts (the SFT result; a resumed run re-anchors on
-  // its restored policy: the origin is not kept).
+std::unique_ptr<model::Model> RunContext::policy_copy() const {
   model::Params copy;
-  for (const auto& [name, p] : policy->params()) copy[name] = p.detach().clone();
+  for (const auto& [name, p] : policy->state()) copy[name] = p.detach().clone();  // buffers too
   model::ModelOptions mo = cfg.model.options(/*rollout=*/false);
   mo.ep_group = ep_group;  // the same experts as this rank's policy shard
-  reference = std::make_unique<model::Model>(policy->config(), std::move(copy), mo);
-  trainer = std::make_unique<train::PolicyTrainer>(*policy, reference.get(), cfg.train.trainer, tok->pad_id());
-  trainer->set_data_parallel(dp);
+  return std::make_unique<model::Model>(policy->config(), std::move(copy), mo);
+}
+
+void RunContext::pin_reference(const std::string& prefix) {
+  MOERL_CHECK(!prefix.empty() && prefix == policy_commit()) << "the reference must be the committed policy";
+  reference = policy_copy();
+  trainer->set_reference(reference.get());
+  state.extra["reference"] = prefix;
+  MOERL_LOG(INFO) << "train: KL reference = the policy of checkpoint " << prefix;
+}
+
+void RunContext::load_reference(const std::string& prefix) {
+  std::optional<store::CommitReader> r;
+  try {
+    r = store::CommitReader::open(*store, prefix);
+  } catch (const Error& e) {
+    throw Error("resume: the KL reference checkpoint " + store->uri() + "/" + prefix +
+                    " cannot be read: " + e.what(),
+                "it is pinned by the run's state and must not be deleted; restore it, or start fresh (--fresh)",
+                ErrorCode::kIo);
+  }
+  const std::string scratch = path("reference-rank" + std::to_string(rank));
+  const std::string dir = train::fetch_commit_model(*r, scratch);
+  reference = policy_copy();
+  reference->load_weights(io::load_tensors(dir));
+  remove_tree(scratch);
+  trainer->set_reference(reference.get());
+  MOERL_LOG(INFO) << "resume: KL reference loaded from " << prefix;
 }
 
 int64_t RunContext::num_parameters() {

@@ -1,7 +1,8 @@
 // RunContext: what the trainer process of a job holds, built once by its constructor: the
 // tokenizer, the policy and its PolicyTrainer, the object store, the EP group and the
 // data-parallel group of an expert-parallel run (ep.size > 1, under `moerl launch`), the
-// trainer state restored from the newest checkpoint, and rank 0's metrics writer. The trainer
+// trainer state restored from the newest checkpoint, and rank 0's metrics (metrics.jsonl, and
+// with [metrics] on, TensorBoard events and the Prometheus endpoint). The trainer
 // loop (job/trainer_loop.h) and both experience sources (inline = sync, queue = async) work
 // over one context, so setup and resume rules are written once.
 //
@@ -18,10 +19,11 @@
 #include <memory>
 #include <string>
 
-#include "base/jsonl.h"
+#include "base/metrics_server.h"
 #include "base/progress.h"
 #include "ep/ep.h"
 #include "job/job_config.h"
+#include "job/run_metrics.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "rollout/evaluate.h"
@@ -74,8 +76,12 @@ class RunContext {
   std::string checkpoint();
   // Held-out evaluation over train.eval_prompts, each EP rank scoring its shard.
   rollout::EvalResult eval(const char* label);
-  // kl_coef > 0: freezes a copy of the policy as it is now as the KL reference.
-  void anchor_reference();
+  // The prefix of a committed checkpoint whose weights are the live policy's (the last
+  // commit or the resumed one, if no optimizer step came after it); empty if none.
+  std::string policy_commit() const;
+  // kl_coef > 0: the live policy, committed as `prefix` (policy_commit()), becomes the frozen
+  // KL reference; the state names the commit, so retention keeps it and a resume reloads it.
+  void pin_reference(const std::string& prefix);
   // Parameters of the whole model (dense once, every EP rank's experts). Collective.
   int64_t num_parameters();
   // The policy (and a PPO run's value head) in HF layout, loadable by other tools. Collective.
@@ -88,7 +94,9 @@ class RunContext {
   std::unique_ptr<model::Model> reference;  // frozen KL reference (kl_coef > 0), from RL start
   std::unique_ptr<store::ObjectStore> store;
   std::unique_ptr<train::PolicyTrainer> trainer;
-  std::unique_ptr<metrics::JsonlWriter> metrics;  // rank 0 only
+  std::unique_ptr<RunMetrics> metrics;  // rank 0 only: metrics.jsonl (+ TensorBoard, Prometheus series)
+  std::unique_ptr<metrics::MetricsServer> metrics_endpoint;  // rank 0, [metrics] prometheus_port >= 0
+  std::string role;  // "train" (sync) or "trainer" (async): the metrics endpoint's role label
   // Expert parallelism: the EP group the MoE blocks use and the data-parallel group of the
   // dense replicas. Null on one rank.
   std::shared_ptr<ep::Group> ep_group;
@@ -99,6 +107,11 @@ class RunContext {
 
  private:
   void resume();
+  void load_reference(const std::string& prefix);
+  std::unique_ptr<model::Model> policy_copy() const;
+
+  std::string commit_prefix_;       // newest commit made or resumed by this process
+  int64_t commit_opt_steps_ = -1;   // the optimizer's step count at that commit
 };
 
 }  // namespace moerl::job

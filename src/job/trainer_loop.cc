@@ -7,6 +7,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "base/metrics_plot.h"
+#include "job/metrics_endpoint.h"
 #include "base/progress.h"
 #include "train/schedule.h"
 
@@ -25,10 +26,18 @@ struct Totals {
 runtime::Sample sft_sample(const model::Tokenizer& tok, const tasks::TaskItem& it) {
   runtime::Sample s;
   for (int64_t id : tok.encode(it.prompt, true)) s.prompt_tokens.push_back(static_cast<int32_t>(id));
-  for (int64_t id : tok.encode(it.answer, false)) s.response_tokens.push_back(static_cast<int32_t>(id));
+  for (int64_t id : tok.encode(it.sft_target(), false)) s.response_tokens.push_back(static_cast<int32_t>(id));
   s.response_tokens.push_back(static_cast<int32_t>(tok.eos_id()));
   s.behaviour_logprobs.assign(s.response_tokens.size(), 0.f);
   return s;
+}
+
+// Adds the step's skipped (non-finite) updates to the run's count, kept in the checkpointed
+// state; returns the count so far.
+int64_t count_skipped(train::TrainerState& state, const StepStats& st) {
+  const int64_t n = state.extra.value("steps_skipped_nonfinite", int64_t{0}) + st.skipped_nonfinite;
+  state.extra["steps_skipped_nonfinite"] = n;
+  return n;
 }
 
 // Commits the state with the source's snapshot in it.
@@ -55,6 +64,7 @@ void sft_phase(RunContext& ctx, ExperienceSource& source) {
     state.cursor += t.sft_batch_size;
     StepStats st = ctx.trainer->sft_step(batch, sched.at(state.sft_step));
     ++state.sft_step;
+    const int64_t skipped = count_skipped(state, st);
     if (ctx.dp) {
       std::vector<double> m = ctx.dp->mean({st.loss, st.aux_loss, st.seconds});
       st.loss = m[0], st.aux_loss = m[1], st.seconds = m[2];
@@ -62,7 +72,7 @@ void sft_phase(RunContext& ctx, ExperienceSource& source) {
     if (ctx.metrics) {
       ctx.metrics->write({{"phase", "sft"}, {"sft_step", state.sft_step}, {"loss", st.loss},
                           {"aux_loss", st.aux_loss}, {"grad_norm", st.grad_norm}, {"lr", st.lr},
-                          {"seconds", st.seconds}});
+                          {"steps_skipped_nonfinite", skipped}, {"seconds", st.seconds}});
     }
     progress.update(state.sft_step, {{"loss", st.loss}});
   }
@@ -70,6 +80,14 @@ void sft_phase(RunContext& ctx, ExperienceSource& source) {
   // RL follows: keep the warm start, so a restart does not redo it. (With no RL steps the
   // final checkpoint is this state: committing both under one step name would clash.)
   if (t.steps > 0) checkpoint(ctx, source);
+}
+
+// kl_coef > 0: the KL reference is the policy as RL starts, pinned by a checkpoint of it (the
+// one SFT ended with, or one committed now), so a resumed run reloads that same reference.
+void anchor_reference(RunContext& ctx, ExperienceSource& source) {
+  if (ctx.cfg.loss.kl_coef <= 0 || ctx.trainer->has_reference()) return;
+  if (ctx.policy_commit().empty()) checkpoint(ctx, source);
+  ctx.pin_reference(ctx.policy_commit());
 }
 
 // One rank's step statistics -> the whole step's: losses and token means averaged over
@@ -83,7 +101,7 @@ void average_over_ranks(train::DataParallel& dp, StepStats& st, int64_t& resp_to
   std::vector<double> s = dp.sum({sum, sumsq, n, static_cast<double>(resp_tokens), static_cast<double>(all_tokens),
                                   st.response_len * n, st.loss, st.pg_loss, st.value_loss, st.kl, st.entropy,
                                   st.aux_loss, st.clip_frac, st.approx_kl, st.behav_weight, phase_s[0], phase_s[1],
-                                  phase_s[2]});
+                                  phase_s[2], st.behav_capped_frac, st.mismatch_abs, st.mismatch_kl});
   const double N = std::max(1.0, s[2]), R = dp.world_size();
   st.num_samples = static_cast<int64_t>(s[2]);
   st.reward_mean = s[0] / N;
@@ -95,6 +113,7 @@ void average_over_ranks(train::DataParallel& dp, StepStats& st, int64_t& resp_to
   st.entropy = s[10] / R, st.aux_loss = s[11] / R, st.clip_frac = s[12] / R, st.approx_kl = s[13] / R;
   st.behav_weight = s[14] / R;
   for (int i = 0; i < 3; ++i) phase_s[i] = s[15 + i] / R;
+  st.behav_capped_frac = s[18] / R, st.mismatch_abs = s[19] / R, st.mismatch_kl = s[20] / R;
 }
 
 // Runs RL steps until train.steps (or the source runs dry). False when stopped early
@@ -102,7 +121,7 @@ void average_over_ranks(train::DataParallel& dp, StepStats& st, int64_t& resp_to
 bool rl_phase(RunContext& ctx, ExperienceSource& source, Totals& tot) {
   const TrainSection& t = ctx.cfg.train;
   train::TrainerState& state = ctx.state;
-  ctx.anchor_reference();
+  anchor_reference(ctx, source);
   source.start();
   Progress progress("rl", t.steps, ctx.progress_options(state.rl_step));
   while (state.rl_step < t.steps) {
@@ -139,7 +158,10 @@ bool rl_phase(RunContext& ctx, ExperienceSource& source, Totals& tot) {
                           {"reward_std", st.reward_std}, {"loss", st.loss}, {"pg_loss", st.pg_loss},
                           {"value_loss", st.value_loss}, {"kl", st.kl}, {"entropy", st.entropy},
                           {"aux_loss", st.aux_loss}, {"clip_frac", st.clip_frac}, {"approx_kl", st.approx_kl},
-                          {"behav_weight", st.behav_weight}, {"grad_norm", st.grad_norm}, {"lr", st.lr},
+                          {"behav_weight", st.behav_weight}, {"behav_capped_frac", st.behav_capped_frac},
+                          {"mismatch_abs", st.mismatch_abs}, {"mismatch_kl", st.mismatch_kl},
+                          {"grad_norm", st.grad_norm}, {"lr", st.lr}, {"optimizer_steps", st.optimizer_steps},
+                          {"steps_skipped_nonfinite", count_skipped(state, st)},
                           {"response_len", st.response_len}, {"samples", st.num_samples},
                           {"experience_s", phase_s[0]}, {"train_s", phase_s[1]}, {"step_s", step_s},
                           {"rollout_tokens_per_s", gen_rate}};
@@ -189,7 +211,8 @@ nlohmann::json make_summary(RunContext& ctx, ExperienceSource& source, const rol
         {"train_tokens_per_s", tot.train_tokens / std::max(1e-9, tot.train_seconds)},
         {"rl_seconds", tot.step_seconds},
         {"samples", tot.samples}}},
-      {"policy_version", ctx.state.policy_version}};
+      {"policy_version", ctx.state.policy_version},
+      {"steps_skipped_nonfinite", ctx.state.extra.value("steps_skipped_nonfinite", int64_t{0})}};
   if (ctx.dp) summary["ep"] = {{"size", ctx.world}, {"backend", cfg.ep_backend}};
   source.add_summary(summary);
   return summary;
@@ -227,6 +250,7 @@ nlohmann::json run_trainer_loop(RunContext& ctx, ExperienceSource& source) {
   }
   MOERL_LOG(INFO) << "train: done in " << summary["wall_s"] << " s; eval " << summary["eval"]["sft"] << " (SFT) -> "
                   << fin.mean_reward << " (final); run dir " << ctx.opts.run_dir;
+  finish_metrics_endpoint(ctx.metrics_endpoint.get(), ctx.cfg.metrics, ctx.role);
   return summary;
 }
 

@@ -1,6 +1,7 @@
 // The fused CPU attention core against the eager ATen math it replaces (matmul, masked_fill
 // with the lowest value, softmax, matmul): outputs and gradients of q, k and v, with padding,
-// a fully masked (pad) query row, grouped heads and a key length longer than the queries.
+// a fully masked (pad) query row, grouped heads, a key length longer than the queries, and a
+// value width different from the key width (MLA).
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -21,21 +22,21 @@ at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   scores = scores.masked_fill(allowed.unsqueeze(1).logical_not(), lowest);
   at::Tensor probs = at::softmax(scores, -1);
   at::Tensor out = at::matmul(probs.view({B, Hkv, G * T, S}), v);
-  return out.view({B, Hq, T, D}).transpose(1, 2);
+  return out.view({B, Hq, T, v.size(3)}).transpose(1, 2);
 }
 
-void compare(at::ScalarType dtype, double tol) {
-  const int64_t B = 3, Hq = 4, Hkv = 2, T = 5, S = 7, D = 8;
+void compare(at::ScalarType dtype, double tol, int64_t Dv = 8, int64_t Hkv = 2) {
+  const int64_t B = 3, Hq = 4, T = 5, S = 7, D = 8;
   at::manual_seed(11);
   auto opts = at::TensorOptions().dtype(dtype);
-  at::Tensor q = at::randn({B, Hq, T, D}, opts), k = at::randn({B, Hkv, S, D}, opts), v = at::randn({B, Hkv, S, D}, opts);
+  at::Tensor q = at::randn({B, Hq, T, D}, opts), k = at::randn({B, Hkv, S, D}, opts), v = at::randn({B, Hkv, S, Dv}, opts);
   // Causal over the last T of S slots, key padding per row, and row 2's query 0 sees nothing.
   at::Tensor causal = at::arange(S).unsqueeze(0).le(at::arange(S - T, S).unsqueeze(1));   // [T,S]
   at::Tensor key_ok = at::ones({B, S}, at::kBool);
   key_ok[1].narrow(0, 0, 2).fill_(false);
   at::Tensor allowed = (causal.unsqueeze(0) & key_ok.unsqueeze(1)).unsqueeze(1).clone();  // [B,1,T,S]
   allowed[2][0][0].fill_(false);
-  at::Tensor go = at::randn({B, T, Hq, D}, opts);
+  at::Tensor go = at::randn({B, T, Hq, Dv}, opts);
   const double scale = 0.37;
 
   auto run = [&](bool fused) {
@@ -61,6 +62,11 @@ void compare(at::ScalarType dtype, double tol) {
 
 TEST(CpuAttention, MatchesEagerMathFloat64) { compare(at::kDouble, 1e-12); }
 TEST(CpuAttention, MatchesEagerMathFloat32) { compare(at::kFloat, 2e-5); }
+// MLA: values narrower (expanded order) or wider (absorbed order, one kv head) than keys.
+TEST(CpuAttention, ValueWidthMayDifferFromKeyWidth) {
+  compare(at::kDouble, 1e-12, /*Dv=*/5);
+  compare(at::kDouble, 1e-12, /*Dv=*/13, /*Hkv=*/1);
+}
 
 TEST(CpuAttention, AppliesOnlyToCpuFloatTypes) {
   EXPECT_TRUE(cpu_attention_applies(at::zeros({1, 1, 1, 2}), at::zeros({1, 1, 1, 2})));

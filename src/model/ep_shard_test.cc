@@ -58,5 +58,39 @@ TEST(ExpertShards, RankHoldsAndLoadsOnlyItsExperts) {
   EXPECT_THROW(init_random(cfg, 5, o), Error);  // 3 does not divide 8
 }
 
+// deepseek_v3 / qwen2_moe: routed experts are sharded; shared experts, the router, its
+// selection bias (a buffer) and the shared-expert gate are replicated on every rank.
+TEST(ExpertShards, SharedExpertsAndBuffersAreReplicated) {
+  for (const char* arch : {"deepseek_v3", "qwen2_moe"}) {
+    SCOPED_TRACE(arch);
+    io::HfConfig cfg = testing::tiny_config(arch);
+    Model full = init_random(cfg, 5);
+    const std::string dir = ::testing::TempDir() + "/ep_shard_" + arch;
+    remove_tree(dir);
+    full.save(dir);
+    const int64_t moe_layer = std::string(arch) == "deepseek_v3" ? 1 : 0;
+    const std::string p = "model.layers." + std::to_string(moe_layer) + ".mlp.";
+    for (int rank : {0, 1}) {
+      ModelOptions o;
+      o.ep_group = std::make_shared<ShapeOnlyGroup>(rank, 2, cfg.num_experts);
+      std::vector<Model> models;
+      models.push_back(init_random(cfg, 5, o));
+      models.push_back(load_model(dir, o));
+      for (const Model& m : models) {
+        for (int64_t e = 0; e < cfg.num_experts; ++e) {
+          const bool mine = e / 4 == rank;
+          EXPECT_EQ(m.params().count(p + "experts." + std::to_string(e) + ".up_proj.weight"), mine ? 1u : 0u);
+        }
+        for (const auto& [name, t] : full.state()) {
+          if (name.find(".mlp.experts.") != std::string::npos) continue;
+          const Params& where = full.buffers().count(name) ? m.buffers() : m.params();
+          ASSERT_TRUE(where.count(name)) << name;
+          EXPECT_TRUE(at::equal(where.at(name), t)) << name;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moerl::model

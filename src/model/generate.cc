@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "model/routing_record.h"
 
 namespace moerl::model {
 
@@ -53,12 +54,18 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
   }
   KvCache cache = model.make_cache(B, Tp + config.max_new_tokens);
   Sampler sampler(config.sampling, config.seed);
-  at::Tensor logits_BV = model.forward({ids.to(dev), mask.to(dev), {}, &cache}).logits_BTV.select(1, Tp - 1);
+  RoutingRecorder recorder(B);
+  std::vector<int64_t> first(B);  // prefill: row b's prompt starts after its left padding
+  for (int64_t b = 0; b < B; ++b) first[b] = Tp - static_cast<int64_t>(prompts[b].size());
+  ForwardOutput prefill = model.forward({ids.to(dev), mask.to(dev), {}, &cache});
+  if (config.record_routing) recorder.add(prefill.routing, Tp, first);
+  at::Tensor logits_BV = prefill.logits_BTV.select(1, Tp - 1);
 
   std::vector<bool> done(B, false);
   int64_t num_done = 0;
   at::Tensor step_mask = at::ones({B, 1}, at::kLong);
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
+    if (config.cancel && config.cancel()) throw GenerationCancelled(step);
     Sample s = sampler.sample(logits_BV);
     at::Tensor tok = s.tokens_B.cpu(), lp = s.logprob_B.cpu(), slp = s.sample_logprob_B.cpu();
     const int64_t* t = tok.data_ptr<int64_t>();
@@ -86,7 +93,15 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
         step_mask.data_ptr<int64_t>()[b] = 0;
       }
     }
-    logits_BV = model.forward({next.unsqueeze(1).to(dev), step_mask.to(dev), {}, &cache}).logits_BTV.select(1, 0);
+    ForwardOutput o = model.forward({next.unsqueeze(1).to(dev), step_mask.to(dev), {}, &cache});
+    if (config.record_routing) {
+      for (int64_t b = 0; b < B; ++b) first[b] = done[b] ? 1 : 0;  // a finished row was fed a pad
+      recorder.add(o.routing, 1, first);
+    }
+    logits_BV = o.logits_BTV.select(1, 0);
+  }
+  if (config.record_routing) {
+    for (int64_t b = 0; b < B; ++b) out[b].routed_experts = recorder.take(b);
   }
   return out;
 }

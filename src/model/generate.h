@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "model/model.h"
 #include "model/sampler.h"
 
@@ -35,6 +37,25 @@ struct GenerateConfig {
   // whether every rank's are (called once per decode step on every rank). Null: this rank
   // alone decides. Ranks may hold different numbers of rows (at least one each).
   std::function<bool(bool)> all_done;
+  // Routing replay (R3): record, per row, the experts every fed token was routed to in every
+  // MoE layer (Generation::routed_experts).
+  bool record_routing = false;
+  // Asked once per decode step; true abandons the call: generate() throws GenerationCancelled
+  // (nothing partial is returned). A drain uses it so a long batch cannot outlive a Spot
+  // notice. Under `all_done` lockstep it must answer alike on every rank. Null: never.
+  std::function<bool()> cancel;
+};
+
+// Thrown by generate() when GenerateConfig::cancel asked it to stop.
+class GenerationCancelled : public Error {
+ public:
+  explicit GenerationCancelled(int64_t steps)
+      : Error("generation cancelled after " + std::to_string(steps) + " decode steps", "", ErrorCode::kTimeout),
+        steps_(steps) {}
+  int64_t steps() const { return steps_; }
+
+ private:
+  int64_t steps_;
 };
 
 struct Generation {
@@ -42,6 +63,9 @@ struct Generation {
   std::vector<float> logprobs;         // model logprob at temperature 1 (Sample::logprob_B)
   std::vector<float> sample_logprobs;  // under the sampling distribution (Sample::sample_logprob_B)
   FinishReason finish = FinishReason::kLength;
+  // record_routing: [(prompt + tokens - 1) x MoE layers x top-k] expert ids, token-major (the
+  // prompt, then each generated token but the last: those fed back through the model).
+  std::vector<uint16_t> routed_experts;
 };
 
 std::vector<Generation> generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,

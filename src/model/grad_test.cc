@@ -44,14 +44,10 @@ class IdentityGroup final : public ep::Group {
   int64_t e_;
 };
 
-TEST(Gradients, WholeModelMatchesCentralDifferencesInDouble) {
-  io::HfConfig cfg = testing::tiny_qwen3();
-  cfg.vocab_size = 20;
-  cfg.hidden_size = 16;
-  cfg.head_dim = 4;
-  cfg.moe_intermediate_size = 8;
-  cfg.intermediate_size = 12;
-  cfg.num_experts = 4;
+using Probes = std::vector<std::pair<std::string, int64_t>>;
+
+// Autograd vs central differences for entries `probes` of a double model of `cfg`.
+void check_gradients(io::HfConfig cfg, const Probes& probes, int min_checked) {
   ModelOptions opts;
   opts.dtype = at::kDouble;
   opts.ep_group = std::make_shared<IdentityGroup>(cfg.num_experts);
@@ -60,6 +56,7 @@ TEST(Gradients, WholeModelMatchesCentralDifferencesInDouble) {
     at::NoGradGuard g;
     at::manual_seed(3);
     for (const auto& [name, p] : m.params()) p.normal_(p.dim() == 1 ? 1.0 : 0.0, 0.4);
+    for (const auto& [name, b] : m.buffers()) b.normal_(0.0, 0.1);
   }
   at::manual_seed(4);
   at::Tensor ids = at::randint(0, cfg.vocab_size, {2, 5}, at::kLong);
@@ -72,28 +69,19 @@ TEST(Gradients, WholeModelMatchesCentralDifferencesInDouble) {
     at::Tensor l = (o.logits_BTV.log_softmax(-1) * proj).sum();
     return l + 0.1 * o.routing[0].router_logits_TE.pow(2).mean();
   };
-  auto routing_of = [&]() { return m.forward({ids, mask}).routing[0].topk_idx_TK; };
+  auto routing_of = [&]() {
+    std::vector<at::Tensor> ids_per_layer;
+    for (const auto& r : m.forward({ids, mask}).routing) ids_per_layer.push_back(r.topk_idx_TK);
+    return at::cat(ids_per_layer, 1);
+  };
 
   at::Tensor loss = loss_of();
   loss.backward();
-  const std::vector<std::pair<std::string, int64_t>> probes = {
-      {"model.layers.0.mlp.gate.weight", 5},
-      {"model.layers.0.mlp.gate.weight", 37},
-      {"model.layers.0.mlp.experts.1.gate_proj.weight", 10},
-      {"model.layers.0.mlp.experts.2.down_proj.weight", 3},
-      {"model.layers.0.mlp.experts.3.up_proj.weight", 17},
-      {"model.layers.0.self_attn.q_proj.weight", 21},
-      {"model.layers.0.self_attn.k_norm.weight", 2},
-      {"model.layers.1.mlp.down_proj.weight", 7},
-      {"model.layers.1.self_attn.v_proj.weight", 9},
-      {"model.embed_tokens.weight", 40},
-      {"lm_head.weight", 33},
-      {"model.norm.weight", 1},
-  };
   at::Tensor base_routing = routing_of();
   at::NoGradGuard no_grad;
   int checked = 0;
   for (const auto& [name, flat] : probes) {
+    ASSERT_TRUE(m.params().count(name)) << name;
     at::Tensor p = m.params().at(name);
     ASSERT_TRUE(p.grad().defined()) << name;
     const double analytic = p.grad().reshape({-1})[flat].item<double>();
@@ -113,7 +101,84 @@ TEST(Gradients, WholeModelMatchesCentralDifferencesInDouble) {
     EXPECT_GT(std::abs(numeric), 1e-8) << name << " has no gradient signal; pick another entry";
     ++checked;
   }
-  EXPECT_GE(checked, 11);
+  EXPECT_GE(checked, min_checked);
+}
+
+io::HfConfig shrink(io::HfConfig cfg) {
+  cfg.vocab_size = 20;
+  cfg.hidden_size = 16;
+  cfg.moe_intermediate_size = 8;
+  cfg.intermediate_size = 12;
+  return cfg;
+}
+
+TEST(Gradients, WholeModelMatchesCentralDifferencesInDouble) {
+  io::HfConfig cfg = shrink(testing::tiny_qwen3());
+  cfg.head_dim = 4;
+  cfg.num_experts = 4;
+  check_gradients(cfg,
+                  {
+                      {"model.layers.0.mlp.gate.weight", 5},
+                      {"model.layers.0.mlp.gate.weight", 37},
+                      {"model.layers.0.mlp.experts.1.gate_proj.weight", 10},
+                      {"model.layers.0.mlp.experts.2.down_proj.weight", 3},
+                      {"model.layers.0.mlp.experts.3.up_proj.weight", 17},
+                      {"model.layers.0.self_attn.q_proj.weight", 21},
+                      {"model.layers.0.self_attn.k_norm.weight", 2},
+                      {"model.layers.1.mlp.down_proj.weight", 7},
+                      {"model.layers.1.self_attn.v_proj.weight", 9},
+                      {"model.embed_tokens.weight", 40},
+                      {"lm_head.weight", 33},
+                      {"model.norm.weight", 1},
+                  },
+                  11);
+}
+
+// MLA (both q forms), YaRN, the biased sigmoid group router with scaling, shared experts.
+TEST(Gradients, DeepseekV3MatchesCentralDifferencesInDouble) {
+  for (bool q_lora : {true, false}) {
+    SCOPED_TRACE(q_lora ? "q_lora" : "q_proj");
+    io::HfConfig cfg = shrink(testing::tiny_deepseek(q_lora));
+    Probes probes = {
+        {"model.layers.1.mlp.gate.weight", 5},
+        {"model.layers.1.mlp.gate.weight", 70},
+        {"model.layers.1.mlp.shared_experts.up_proj.weight", 11},
+        {"model.layers.1.mlp.shared_experts.down_proj.weight", 6},
+        {"model.layers.0.mlp.gate_proj.weight", 4},
+        {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", 9},
+        {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", 13 * 16 + 2},  // a rope row
+        {"model.layers.1.self_attn.kv_a_layernorm.weight", 3},
+        {"model.layers.1.self_attn.kv_b_proj.weight", 31},
+        {"model.layers.0.self_attn.o_proj.weight", 12},
+        {"model.embed_tokens.weight", 40},
+    };
+    if (q_lora) {
+      probes.push_back({"model.layers.0.self_attn.q_a_proj.weight", 8});
+      probes.push_back({"model.layers.0.self_attn.q_a_layernorm.weight", 2});
+      probes.push_back({"model.layers.1.self_attn.q_b_proj.weight", 10 * 16 + 5});  // a rope column of head 0
+    } else {
+      probes.push_back({"model.layers.1.self_attn.q_proj.weight", 10 * 16 + 5});
+    }
+    check_gradients(cfg, probes, static_cast<int>(probes.size()) - 2);
+  }
+}
+
+// Qwen2-MoE's gated shared expert and q/k/v biases.
+TEST(Gradients, Qwen2MoeMatchesCentralDifferencesInDouble) {
+  io::HfConfig cfg = shrink(testing::tiny_qwen2());
+  cfg.head_dim = 4;
+  cfg.num_experts = 4;
+  cfg.shared_expert_intermediate_size = 6;
+  check_gradients(cfg,
+                  {
+                      {"model.layers.0.mlp.shared_expert_gate.weight", 3},
+                      {"model.layers.0.mlp.shared_expert.gate_proj.weight", 20},
+                      {"model.layers.0.mlp.gate.weight", 9},
+                      {"model.layers.0.self_attn.q_proj.bias", 5},
+                      {"model.layers.0.self_attn.v_proj.bias", 2},
+                      {"model.layers.1.self_attn.k_proj.bias", 1},
+                  },
+                  5);
 }
 
 // The router's combine weights get gradients through dispatch (not only through logits).

@@ -13,6 +13,7 @@
 #include "io/tensor_io.h"
 #include "model/common/attention.h"
 #include "model/common/layers.h"
+#include "model/common/mla_attention.h"
 #include "model/common/moe.h"
 
 namespace moerl::model {
@@ -63,6 +64,12 @@ Model::Model(io::HfConfig cfg, Params params, ModelOptions options)
                       shape_str(spec.shape),
                   "the checkpoint does not match config.json (check hidden_size, head_dim, experts)");
     }
+    if (spec.role == TensorRole::kBuffer) {
+      const at::ScalarType bt = options_.dtype == at::kDouble ? at::kDouble : at::kFloat;
+      buffers_[spec.name] = it->second.to(at::TensorOptions().dtype(bt).device(options_.device)).detach().contiguous();
+      params.erase(it);
+      continue;
+    }
     // NOTE: no copy when dtype/device already match: the model takes over the tensors.
     at::Tensor t = it->second.to(at::TensorOptions().dtype(options_.dtype).device(options_.device)).detach();
     params_[spec.name] = t.contiguous().set_requires_grad(true);
@@ -76,12 +83,20 @@ Model::Model(io::HfConfig cfg, Params params, ModelOptions options)
     }
     MOERL_LOG(WARN) << "ignoring " << params.size() << " checkpoint tensor(s) the model does not use: " << extra;
   }
+  const Params all = state();
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
-    layers_.push_back(arch_->bind_layer(cfg_, experts_, params_, i));
+    layers_.push_back(arch_->bind_layer(cfg_, experts_, all, i));
   }
+  rope_ = rope_table(cfg_, cfg_.head_dim, options_.dtype, options_.device);
   embed_ = arch_util::get(params_, "model.embed_tokens.weight");
   final_norm_ = arch_util::get(params_, "model.norm.weight");
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : arch_util::get(params_, "lm_head.weight");
+}
+
+Params Model::state() const {
+  Params all = params_;
+  all.insert(buffers_.begin(), buffers_.end());
+  return all;
 }
 
 std::vector<at::Tensor> Model::parameters() const {
@@ -97,8 +112,26 @@ int64_t Model::num_parameters() const {
   return n;
 }
 
+int64_t Model::num_moe_layers() const {
+  int64_t n = 0;
+  for (const LayerWeights& w : layers_) n += w.is_moe ? 1 : 0;
+  return n;
+}
+
+at::Tensor Model::checked_replay(const at::Tensor& replay, int64_t B, int64_t T) const {
+  if (!replay.defined()) return replay;
+  const int64_t L = num_moe_layers(), K = arch_->router_config(cfg_).top_k;
+  if (replay.dim() != 4 || replay.size(0) != B || replay.size(1) != T || replay.size(2) != L || replay.size(3) != K) {
+    throw Error("routing_replay " + shape_str(replay.sizes()) + " must be [B, T, MoE layers, top-k] = [" +
+                    std::to_string(B) + ", " + std::to_string(T) + ", " + std::to_string(L) + ", " + std::to_string(K) +
+                    "]",
+                "record routing with the same model architecture (GenerateConfig::record_routing)");
+  }
+  return replay.to(options_.device).to(at::kLong);
+}
+
 KvCache Model::make_cache(int64_t batch, int64_t capacity) const {
-  return KvCache(cfg_.num_hidden_layers, batch, cfg_.num_key_value_heads, capacity, cfg_.head_dim,
+  return KvCache(cfg_.num_hidden_layers, batch, capacity, arch_->kv_cache_shape(cfg_),
                  at::TensorOptions().dtype(options_.dtype).device(options_.device));
 }
 
@@ -143,7 +176,7 @@ ForwardOutput Model::forward(const ForwardInput& in) {
 
   AttentionContext ctx;
   ctx.cache_start = start;
-  std::tie(ctx.cos_BTD, ctx.sin_BTD) = rope_cos_sin(pos, cfg_.head_dim, cfg_.rope_theta, options_.dtype);
+  std::tie(ctx.cos_BTD, ctx.sin_BTD) = rope_cos_sin(pos, rope_, options_.dtype);
   const int64_t S = start + T;
   // causal_TS[t, s]: key slot s is not after query t (query t sits in slot start + t).
   at::Tensor q_slot = at::arange(start, S, at::TensorOptions().dtype(at::kLong).device(dev)).unsqueeze(1);
@@ -159,15 +192,21 @@ ForwardOutput Model::forward(const ForwardInput& in) {
   ctx.allowed_B1TS = (causal_TS.unsqueeze(0) & key_valid_BS.unsqueeze(1)).unsqueeze(1);
 
   const AttentionShape shape{cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim, cfg_.rms_norm_eps};
+  const MlaShape mla = cfg_.is_mla() ? mla_shape(cfg_) : MlaShape{};
   const RouterConfig router = arch_->router_config(cfg_);
   ForwardOutput out;
+  const at::Tensor replay = checked_replay(in.routing_replay, B, T);
   at::Tensor h = at::embedding(embed_, x_ids);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& w = layers_[i];
-    h = h + attention(w.attn, shape, rms_norm(h, w.input_norm, cfg_.rms_norm_eps), ctx, cache, i);
+    at::Tensor a = rms_norm(h, w.input_norm, cfg_.rms_norm_eps);
+    h = h + (w.attention == AttentionKind::kMla ? mla_attention(w.mla, mla, a, ctx, cache, i)
+                                                : attention(w.attn, shape, a, ctx, cache, i));
     at::Tensor x = rms_norm(h, w.post_attention_norm, cfg_.rms_norm_eps);
     if (w.is_moe) {
-      MoeOutput m = moe_forward(w.moe, x.reshape({B * T, cfg_.hidden_size}), router, *group_);
+      at::Tensor forced;
+      if (replay.defined()) forced = replay.select(2, static_cast<int64_t>(out.routing.size())).reshape({B * T, -1});
+      MoeOutput m = moe_forward(w.moe, x.reshape({B * T, cfg_.hidden_size}), router, *group_, forced);
       out.routing.push_back({i, m.router_logits_TE, m.topk_idx_TK, m.topk_weight_TK, m.expert_load_E});
       h = h + m.y_TH.view({B, T, cfg_.hidden_size});
     } else {
@@ -189,7 +228,7 @@ void Model::save(const std::string& dir, int64_t max_shard_bytes) const {
   io::HfConfig c = cfg_;
   c.torch_dtype = dtype_json_name(options_.dtype);
   std::map<std::string, at::Tensor> tensors;
-  for (const auto& [name, t] : params_) {
+  for (const auto& [name, t] : state()) {
     at::Tensor v = t.detach();
     if (v.scalar_type() == at::kDouble) v = v.to(at::kFloat);  // safetensors in moerl: no f64
     tensors[name] = v.cpu().contiguous();
@@ -211,6 +250,16 @@ void Model::load_weights(const Params& weights) {
                   "the weights come from a different model config");
     }
     p.copy_(it->second);
+  }
+  for (auto& [name, b] : buffers_) {
+    auto it = weights.find(name);
+    if (it == weights.end()) continue;  // not trained: publications may leave buffers out
+    if (it->second.sizes() != b.sizes()) {
+      throw Error("new weights: buffer " + name + " has shape " + shape_str(it->second.sizes()) + ", expected " +
+                      shape_str(b.sizes()),
+                  "the weights come from a different model config");
+    }
+    b.copy_(it->second);
   }
 }
 

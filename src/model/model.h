@@ -25,6 +25,7 @@
 #include "io/hf_config.h"
 #include "model/archs/arch.h"
 #include "model/common/kv_cache.h"
+#include "model/common/rope.h"
 
 namespace moerl::model {
 
@@ -41,6 +42,9 @@ struct ForwardInput {
   at::Tensor attention_mask;  // [B,T] 1 = token, 0 = pad (left or right); default all 1
   at::Tensor position_ids;    // [B,T] int64; default cumsum(mask)-1 (+ cache positions)
   KvCache* cache = nullptr;   // inference: append these tokens to the cache and attend to it
+  // Routing replay (R3): [B,T,L,K] int64 expert ids to force, L = the MoE layers in order; a
+  // token whose ids hold a -1 routes live. Undefined: every token routes live.
+  at::Tensor routing_replay;
 };
 
 // Router statistics of one MoE layer (for load-balancing / z losses and monitoring).
@@ -60,9 +64,10 @@ struct ForwardOutput {
 
 class Model {
  public:
-  // `params` must hold exactly arch.param_specs(cfg, local experts) with those shapes; they
-  // are converted to options.dtype/device (shared, not copied, when they already match) and
-  // made leaves with requires_grad.
+  // `params` must hold exactly arch.param_specs(cfg, local experts) with those shapes (the
+  // buffers too, e.g. state() of another model); parameters are converted to
+  // options.dtype/device (shared, not copied, when they already match) and made leaves with
+  // requires_grad; buffers go to float32 (float64 for double models), without grad.
   Model(io::HfConfig cfg, Params params, ModelOptions options = {});
   Model(Model&&) = default;
   Model& operator=(Model&&) = default;
@@ -75,32 +80,48 @@ class Model {
   KvCache make_cache(int64_t batch, int64_t capacity) const;
 
   // config.json + model.safetensors (or shards when max_shard_bytes > 0), HF names, the
-  // per-expert hub layout, this model's dtype. Saves this rank's experts only.
+  // per-expert hub layout, this model's dtype (buffers in float32). Saves this rank's
+  // experts only.
   void save(const std::string& dir, int64_t max_shard_bytes = 0) const;
   // Copies `weights` (same names/shapes, any dtype) into the parameters in place, so bound
-  // views stay valid: how rollout workers swap in a new policy version.
+  // views stay valid: how rollout workers swap in a new policy version. Every parameter is
+  // required; buffers are copied when `weights` holds them (they are not trained).
   void load_weights(const Params& weights);
 
   const io::HfConfig& config() const { return cfg_; }
   const Arch& arch() const { return *arch_; }
-  // Named leaves (HF names). Update values in place (copy_), never replace entries.
+  // Trained leaves (HF names): what the optimizer, gradient all-reduce and clipping see.
+  // Update values in place (copy_), never replace entries.
   const Params& params() const { return params_; }
+  // Tensors that are loaded and saved but not trained (deepseek_v3's
+  // mlp.gate.e_score_correction_bias); empty for the other architectures.
+  const Params& buffers() const { return buffers_; }
+  // params() and buffers() together (the same tensors): what a checkpoint holds, what a copy
+  // of this model is built from.
+  Params state() const;
   std::vector<at::Tensor> parameters() const;
   int64_t num_parameters() const;
   ExpertRange experts() const { return experts_; }
+  int64_t num_moe_layers() const;  // layers with a router (the L of routing_replay)
   ep::Group& ep_group() { return *group_; }
   const ep::Group& ep_group() const { return *group_; }
   at::ScalarType dtype() const { return options_.dtype; }
   at::Device device() const { return options_.device; }
+  const RopeTable& rope() const { return rope_; }
 
  private:
+  // in.routing_replay checked against [B,T,L,K] and moved to the device (undefined stays so).
+  at::Tensor checked_replay(const at::Tensor& replay, int64_t B, int64_t T) const;
+
   io::HfConfig cfg_;
   const Arch* arch_ = nullptr;
   ModelOptions options_;
   std::shared_ptr<ep::Group> group_;
   ExpertRange experts_;
   Params params_;
+  Params buffers_;
   std::vector<LayerWeights> layers_;
+  RopeTable rope_;
   at::Tensor embed_, final_norm_, lm_head_;
 };
 

@@ -25,12 +25,13 @@ Model random_model(const io::HfConfig& cfg, uint64_t seed) {
   for (const auto& [name, p] : m.params()) {
     if (p.dim() >= 2) p.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(p.size(-1))));
   }
+  for (const auto& [name, b] : m.buffers()) b.normal_(0.0, 0.1);  // a selection bias that matters
   return m;
 }
 
 class ModelByArch : public ::testing::TestWithParam<std::string> {
  protected:
-  io::HfConfig cfg() const { return GetParam() == "mixtral" ? testing::tiny_mixtral() : testing::tiny_qwen3(); }
+  io::HfConfig cfg() const { return testing::tiny_config(GetParam()); }
 };
 
 TEST_P(ModelByArch, KvCacheDecodeEqualsFullRecompute) {
@@ -79,17 +80,23 @@ TEST_P(ModelByArch, SaveLoadGivesIdenticalLogits) {
   c10::InferenceMode guard;
   at::Tensor ids = at::randint(3, cfg().vocab_size, {2, 9}, at::kLong);
   EXPECT_EQ(max_abs_diff(m.forward({ids}).logits_BTV, back.forward({ids}).logits_BTV), 0.0);
-  // The saved file holds per-expert hub names, never fused tensors.
+  // The saved file holds per-expert hub names, never fused tensors, and the buffers (float32).
   auto saved = io::load_tensors(dir);
   for (const auto& [name, _] : saved) EXPECT_EQ(name.find("gate_up_proj"), std::string::npos) << name;
-  EXPECT_EQ(saved.size(), m.params().size());
+  EXPECT_EQ(saved.size(), m.state().size());
+  for (const auto& [name, b] : m.buffers()) {
+    ASSERT_TRUE(saved.count(name)) << name;
+    EXPECT_EQ(saved.at(name).scalar_type(), at::kFloat) << name;
+    EXPECT_TRUE(at::equal(back.buffers().at(name), b)) << name;
+    EXPECT_FALSE(back.params().count(name)) << name << " must not be trained";
+  }
 }
 
 TEST_P(ModelByArch, RouterStatisticsDescribeTheRouting) {
   Model m = random_model(cfg(), 7);
   at::Tensor ids = at::randint(3, cfg().vocab_size, {2, 5}, at::kLong);
   ForwardOutput o = m.forward({ids});
-  const int64_t moe_layers = GetParam() == "mixtral" ? 2 : 1;
+  const int64_t moe_layers = GetParam() == "mixtral" ? 2 : 1;  // deepseek: layer 0 is dense
   ASSERT_EQ(static_cast<int64_t>(o.routing.size()), moe_layers);
   const auto& r = o.routing[0];
   EXPECT_EQ(r.router_logits_TE.sizes(), at::IntArrayRef({10, cfg().num_experts}));
@@ -97,14 +104,53 @@ TEST_P(ModelByArch, RouterStatisticsDescribeTheRouting) {
   EXPECT_EQ(r.expert_load_E.sum().item<int64_t>(), 20);
   at::Tensor counted = at::bincount(r.topk_idx_TK.reshape({-1}), {}, cfg().num_experts);
   EXPECT_TRUE(at::equal(counted, r.expert_load_E.to(at::kLong)));
-  // top-k ids are the largest router logits.
-  at::Tensor best = std::get<1>(r.router_logits_TE.topk(2, -1));
-  EXPECT_TRUE(at::equal(best, r.topk_idx_TK));
+  if (GetParam().rfind("deepseek", 0) != 0) {
+    // top-k ids are the largest router logits (DeepSeek's biased group routing: router_test).
+    at::Tensor best = std::get<1>(r.router_logits_TE.topk(2, -1));
+    EXPECT_TRUE(at::equal(best, r.topk_idx_TK));
+  }
   EXPECT_EQ(o.hidden_BTH.sizes(), at::IntArrayRef({2, 5, cfg().hidden_size}));
   EXPECT_TRUE(r.router_logits_TE.requires_grad());
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ModelByArch, ::testing::Values("qwen3_moe", "mixtral"));
+INSTANTIATE_TEST_SUITE_P(Archs, ModelByArch,
+                         ::testing::Values("qwen3_moe", "mixtral", "qwen2_moe", "deepseek_v3", "deepseek_v3_noqlora"));
+
+// deepseek_v3's e_score_correction_bias is a buffer: outside params() (so outside the
+// optimizer and gradient sync), float32 in a bf16 model, no gradient, yet it steers routing.
+TEST(Model, SelectionBiasIsABufferThatSteersRouting) {
+  Model m = random_model(testing::tiny_deepseek(), 9);
+  const std::string name = "model.layers.1.mlp.gate.e_score_correction_bias";
+  ASSERT_TRUE(m.buffers().count(name));
+  EXPECT_FALSE(m.params().count(name));
+  EXPECT_TRUE(m.state().count(name));
+  EXPECT_FALSE(m.buffers().at(name).requires_grad());
+  for (const at::Tensor& p : m.parameters()) EXPECT_FALSE(p.is_same(m.buffers().at(name)));
+  at::Tensor ids = at::randint(3, 50, {2, 8}, at::kLong);
+  ForwardOutput o = m.forward({ids});
+  o.logits_BTV.sum().backward();
+  EXPECT_FALSE(m.buffers().at(name).grad().defined());
+  EXPECT_TRUE(m.params().at("model.layers.1.mlp.gate.weight").grad().defined());
+  // A large bias on expert 5 makes every token choose it; the weights stay bias-free.
+  {
+    at::NoGradGuard g;
+    m.buffers().at(name).zero_()[5] = 10.0;
+  }
+  ForwardOutput biased = m.forward({ids});
+  EXPECT_TRUE(biased.routing[0].topk_idx_TK.eq(5).any(1).all().item<bool>());
+  EXPECT_LE(biased.routing[0].topk_weight_TK.max().item<double>(), 2.5 + 1e-6);  // normalised x 2.5
+  EXPECT_EQ(biased.routing[0].router_logits_TE.scalar_type(), at::kFloat);
+
+  ModelOptions bf;
+  bf.dtype = at::kBFloat16;
+  Model b = init_random(testing::tiny_deepseek(), 9, bf);
+  b.load_weights(m.state());
+  EXPECT_EQ(b.buffers().at(name).scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(b.buffers().at(name), m.buffers().at(name)));
+  EXPECT_EQ(b.params().at("model.layers.1.mlp.gate.weight").scalar_type(), at::kBFloat16);
+  at::NoGradGuard g;
+  EXPECT_EQ(b.forward({ids}).routing[0].router_logits_TE.scalar_type(), at::kFloat);  // routed in float32
+}
 
 TEST(Model, InitRandomIsSeededAndFollowsTheRecipe) {
   Model a = init_random(testing::tiny_qwen3(), 1), b = init_random(testing::tiny_qwen3(), 1);

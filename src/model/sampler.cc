@@ -1,9 +1,7 @@
-// Sampler: logits -> (token, logprobs). Truncation masks logits to -inf before the softmax.
+// Sampler: logits -> (token, logprobs). Truncation sets cut logits to a finite floor before the softmax.
 #include "model/sampler.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-
-#include <limits>
 
 #include "base/error.h"
 
@@ -26,6 +24,30 @@ Sampler::Sampler(SamplingConfig config, uint64_t seed)
   config_.validate();
 }
 
+bool is_untempered(const SamplingConfig& c) {
+  return c.greedy || (c.temperature == 1.0 && c.top_k == 0 && c.top_p >= 1.0);
+}
+
+at::Tensor sampling_logits(const at::Tensor& logits, const SamplingConfig& c) {
+  if (is_untempered(c)) return logits;
+  at::Tensor x = logits.scalar_type() == at::kDouble ? logits : logits.to(at::kFloat);
+  const int64_t V = x.size(-1);
+  if (c.temperature != 1.0) x = x / c.temperature;
+  if (c.top_k > 0 && c.top_k < V) {
+    at::Tensor kth = std::get<0>(at::topk(x, c.top_k, -1)).narrow(-1, c.top_k - 1, 1);
+    x = x.masked_fill(x.lt(kth), kTruncatedLogit);
+  }
+  if (c.top_p < 1.0) {
+    auto [sorted, order] = at::sort(x, -1, /*descending=*/true);
+    at::Tensor p = at::softmax(sorted, -1);
+    // Drop a token when the tokens before it already reach top_p (the first always stays).
+    at::Tensor drop_sorted = (p.cumsum(-1) - p).ge(c.top_p);
+    at::Tensor drop = at::zeros_like(drop_sorted).scatter(-1, order, drop_sorted);
+    x = x.masked_fill(drop, kTruncatedLogit);
+  }
+  return x;
+}
+
 Sample Sampler::sample(const at::Tensor& logits_BV) {
   at::Tensor logits = logits_BV.to(at::kFloat);
   at::Tensor logp_BV = at::log_softmax(logits, -1);
@@ -36,22 +58,7 @@ Sample Sampler::sample(const at::Tensor& logits_BV) {
     s.sample_logprob_B = at::zeros_like(s.logprob_B);
     return s;
   }
-  const int64_t V = logits.size(1);
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  at::Tensor scaled = config_.temperature == 1.0 ? logits : logits / config_.temperature;
-  if (config_.top_k > 0 && config_.top_k < V) {
-    at::Tensor kth = std::get<0>(at::topk(scaled, config_.top_k, -1)).narrow(1, config_.top_k - 1, 1);
-    scaled = scaled.masked_fill(scaled.lt(kth), neg_inf);
-  }
-  if (config_.top_p < 1.0) {
-    auto [sorted, order] = at::sort(scaled, -1, /*descending=*/true);
-    at::Tensor cum = at::softmax(sorted, -1).cumsum(-1);
-    // Drop a token when the tokens before it already reach top_p (the first always stays).
-    at::Tensor drop_sorted = (cum - at::softmax(sorted, -1)).ge(config_.top_p);
-    at::Tensor drop = at::zeros_like(drop_sorted).scatter(1, order, drop_sorted);
-    scaled = scaled.masked_fill(drop, neg_inf);
-  }
-  at::Tensor q_logp = at::log_softmax(scaled, -1);
+  at::Tensor q_logp = at::log_softmax(sampling_logits(logits, config_), -1);
   // Sample on CPU with our generator: reproducible whatever the device.
   at::Tensor probs = q_logp.exp().cpu();
   s.tokens_B = at::multinomial(probs, 1, /*replacement=*/false, gen_).squeeze(1).to(logits.device());

@@ -116,3 +116,29 @@ TEST(Generate, StopsRowsAtEosAndIsReproducible) {
 
 }  // namespace
 }  // namespace moerl::model
+
+namespace moerl::model {
+namespace {
+
+// GenerateConfig::cancel stops a generation between decode steps (a drain's deadline): the
+// call throws GenerationCancelled after exactly the steps it allowed; without it the same
+// call runs to max_new_tokens.
+TEST(GenerateCancel, StopsBetweenDecodeStepsWhenAsked) {
+  Model m = init_random(testing::tiny_qwen3(true), 31);
+  GenerateConfig gc{.max_new_tokens = 40, .seed = 5};
+  int asked = 0;
+  gc.cancel = [&] { return ++asked > 3; };
+  try {
+    generate(m, {{1, 7, 9}, {1, 4}}, gc);
+    ADD_FAILURE() << "a cancelled generation returned";
+  } catch (const GenerationCancelled& c) {
+    EXPECT_EQ(c.steps(), 3);
+    EXPECT_EQ(asked, 4);
+  }
+  gc.cancel = [] { return false; };
+  std::vector<Generation> out = generate(m, {{1, 7, 9}}, gc);
+  EXPECT_EQ(out[0].tokens.size(), 40u);  // no eos_ids: only the length stops it
+}
+
+}  // namespace
+}  // namespace moerl::model

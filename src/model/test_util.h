@@ -1,6 +1,8 @@
 // Helpers for the model tests: fixture paths, tiny configs, tensor comparisons.
 #pragma once
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <ATen/ATen.h>
 
 #include <cstdlib>
@@ -80,6 +82,74 @@ inline io::HfConfig tiny_mixtral() {
   c.num_experts = 4;
   c.mlp_only_layers.clear();
   return c;
+}
+
+// Routing-replay fixtures: top-1 routing over 4 experts; make_router_ties sets router rows 0
+// and 1 of every MoE layer to one large vector plus/minus delta * v (the sign of delta picks
+// which wins a token that prefers them) and scales the experts up so the choice shows in
+// the logits. Two models from one seed and opposite deltas route those tokens differently.
+inline io::HfConfig tie_config() {
+  io::HfConfig c = tiny_qwen3(/*all_moe=*/true);
+  c.num_experts = 4;
+  c.num_experts_per_tok = 1;
+  return c;
+}
+
+inline void make_router_ties(Model& m, double delta, uint64_t seed) {
+  at::NoGradGuard no_grad;
+  at::Generator g = at::detail::createCPUGenerator(seed);
+  for (const auto& [name, p] : m.params()) {
+    if (name.find("experts.") != std::string::npos) p.mul_(20.0);  // experts that matter to the logits
+    if (name.find("mlp.gate.weight") == std::string::npos) continue;
+    at::Tensor u = at::randn({p.size(1)}, g, p.options()) * 3.0;
+    at::Tensor v = at::randn({p.size(1)}, g, p.options());
+    p[0].copy_(u + delta * v);
+    p[1].copy_(u - delta * v);
+  }
+}
+
+// A tiny qwen2_moe config: q/k/v biases, a shared expert, layer 1 dense.
+inline io::HfConfig tiny_qwen2() {
+  io::HfConfig c = tiny_qwen3();
+  c.model_type = "qwen2_moe";
+  c.attention_bias = true;
+  c.shared_expert_intermediate_size = 24;
+  return c;
+}
+
+// A tiny deepseek_v3 config: MLA (q_lora_rank 16, or null when `q_lora` is false), YaRN,
+// 8 experts in 4 groups (top-2 of the best 2 groups), one shared expert, layer 0 dense.
+inline io::HfConfig tiny_deepseek(bool q_lora = true) {
+  io::HfConfig c = tiny_qwen3(true);
+  c.model_type = "deepseek_v3";
+  c.num_key_value_heads = c.num_attention_heads;
+  c.q_lora_rank = q_lora ? 16 : 0;
+  c.kv_lora_rank = 12;
+  c.qk_nope_head_dim = 8;
+  c.qk_rope_head_dim = 4;
+  c.v_head_dim = 8;
+  c.head_dim = 4;
+  c.n_shared_experts = 1;
+  c.n_group = 4;
+  c.topk_group = 2;
+  c.routed_scaling_factor = 2.5;
+  c.first_k_dense_replace = 1;
+  c.rope_scaling.type = io::RopeType::kYarn;
+  c.rope_scaling.factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 32;
+  c.rope_scaling.mscale = 1.0;
+  c.rope_scaling.mscale_all_dim = 1.0;
+  return c;
+}
+
+// The tiny config of a model_type (qwen3_moe, mixtral, qwen2_moe, deepseek_v3, and
+// deepseek_v3_noqlora for q_lora_rank null).
+inline io::HfConfig tiny_config(const std::string& name) {
+  if (name == "mixtral") return tiny_mixtral();
+  if (name == "qwen2_moe") return tiny_qwen2();
+  if (name == "deepseek_v3") return tiny_deepseek(true);
+  if (name == "deepseek_v3_noqlora") return tiny_deepseek(false);
+  return tiny_qwen3();
 }
 
 }  // namespace moerl::model::testing

@@ -1,4 +1,5 @@
-// CharTokenizer and its JSON file (docs/formats/tokenizer.md).
+// CharTokenizer and its JSON file (docs/formats/tokenizer.md), and load_tokenizer, which
+// picks CharTokenizer or HfTokenizer by the files of a model directory.
 #include "model/tokenizer.h"
 
 #include <nlohmann/json.hpp>
@@ -8,12 +9,15 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/log.h"
+#include "model/tokenizer/hf_tokenizer.h"
 
 namespace moerl::model {
 
 namespace {
 constexpr const char* kFormat = "moerl.char_tokenizer";
 constexpr int kVersion = 1;
+constexpr const char* kSpecialNames[3] = {"<pad>", "<s>", "</s>"};  // ids 0, 1, 2
 
 std::string printable_ascii() {
   std::string s;
@@ -52,10 +56,13 @@ std::vector<int64_t> CharTokenizer::encode(const std::string& text, bool add_bos
   return ids;
 }
 
-std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
+std::string CharTokenizer::decode(const std::vector<int64_t>& ids, SpecialTokens special) const {
   std::string out;
   for (int64_t id : ids) {
-    if (id == pad_id() || id == bos_id() || id == eos_id()) continue;
+    if (id >= 0 && id < 3) {
+      if (special == SpecialTokens::kKeep) out += kSpecialNames[id];
+      continue;
+    }
     if (id < 3 || id >= vocab_size()) {
       throw Error("token id " + std::to_string(id) + " is outside the character vocabulary [0, " +
                       std::to_string(vocab_size()) + ")",
@@ -64,6 +71,14 @@ std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
     out.push_back(chars_[id - 3]);
   }
   return out;
+}
+
+std::optional<int64_t> CharTokenizer::token_to_id(const std::string& token) const {
+  for (int64_t id = 0; id < 3; ++id) {
+    if (token == kSpecialNames[id]) return id;
+  }
+  if (token.size() == 1 && id_of_[static_cast<unsigned char>(token[0])] >= 0) return id_of_[static_cast<unsigned char>(token[0])];
+  return std::nullopt;
 }
 
 std::string CharTokenizer::to_json() const {
@@ -110,16 +125,26 @@ void CharTokenizer::save(const std::string& dir) const {
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / CharTokenizer::kFileName).string();
-  std::ifstream f(path);
+  const std::filesystem::path char_path = std::filesystem::path(dir) / CharTokenizer::kFileName;
+  const bool has_char = std::filesystem::exists(char_path);
+  if (std::filesystem::exists(std::filesystem::path(dir) / HfTokenizer::kFileName)) {
+    if (has_char) {
+      MOERL_LOG(WARN) << "model directory " << dir << " holds both " << HfTokenizer::kFileName << " and "
+                      << CharTokenizer::kFileName << "; using " << HfTokenizer::kFileName;
+    }
+    return HfTokenizer::load(dir);
+  }
+  std::ifstream f(char_path);
   if (!f) {
-    throw Error("model directory " + dir + " has no " + CharTokenizer::kFileName,
-                "save one with CharTokenizer().save(dir); HF tokenizer.json is not supported yet",
+    throw Error("model directory " + dir + " has no tokenizer (" + HfTokenizer::kFileName + " or " +
+                    CharTokenizer::kFileName + ")",
+                "copy the checkpoint's tokenizer.json (with tokenizer_config.json and generation_config.json) into it, "
+                "or save one with CharTokenizer().save(dir)",
                 ErrorCode::kNotFound);
   }
   std::stringstream ss;
   ss << f.rdbuf();
-  return std::make_unique<CharTokenizer>(CharTokenizer::parse(ss.str(), path));
+  return std::make_unique<CharTokenizer>(CharTokenizer::parse(ss.str(), char_path.string()));
 }
 
 }  // namespace moerl::model

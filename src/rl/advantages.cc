@@ -1,8 +1,12 @@
 // Group-relative advantages (GRPO, Dr.GRPO, RLOO), token broadcast, GAE and whitening.
 #include "rl/advantages.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "base/check.h"
 #include "rl/kl.h"
+#include "rl/reward_shaping.h"
 
 namespace moerl::rl {
 
@@ -80,13 +84,19 @@ Gae gae(const at::Tensor& rewards_BL, const at::Tensor& values_BL, const at::Ten
   return Gae{adv.to(rewards_BL.scalar_type()), ret.to(rewards_BL.scalar_type())};
 }
 
-at::Tensor whiten(const at::Tensor& x_BL, const at::Tensor& mask_BL) {
+at::Tensor whiten(const at::Tensor& x_BL, const at::Tensor& mask_BL, const SumOverRanks& sum_over_ranks) {
   MOERL_CHECK(x_BL.sizes() == mask_BL.sizes()) << x_BL.sizes() << " vs " << mask_BL.sizes();
   at::Tensor x = x_BL.to(at::kDouble), m = mask_BL.to(at::kDouble);
-  at::Tensor n = m.sum().clamp_min(1);
-  at::Tensor mean = (x * m).sum() / n;
-  at::Tensor var = ((x - mean).pow(2) * m).sum() / n;
-  return ((x - mean) / (var.sqrt() + 1e-8) * m).to(x_BL.scalar_type());
+  if (!sum_over_ranks) {
+    at::Tensor n = m.sum().clamp_min(1);
+    at::Tensor mean = (x * m).sum() / n;
+    at::Tensor var = ((x - mean).pow(2) * m).sum() / n;
+    return ((x - mean) / (var.sqrt() + 1e-8) * m).to(x_BL.scalar_type());
+  }
+  std::vector<double> s = sum_over_ranks({(x * m).sum().item<double>(), m.sum().item<double>()});
+  const double n = std::max(1.0, s[1]), mean = s[0] / n;
+  const double var = sum_over_ranks({((x - mean).pow(2) * m).sum().item<double>()})[0] / n;
+  return ((x - mean) / (std::sqrt(var) + 1e-8) * m).to(x_BL.scalar_type());
 }
 
 Advantages compute_advantages(const AdvantageInputs& in, const LossConfig& cfg) {
@@ -97,17 +107,24 @@ Advantages compute_advantages(const AdvantageInputs& in, const LossConfig& cfg) 
   bool kl_reward = cfg.kl_in == KlPlacement::kReward && cfg.kl_coef > 0;
   MOERL_CHECK(!kl_reward || in.kl_BL.defined()) << "kl_in = reward needs kl_BL";
   at::Tensor rewards = in.rewards_B.is_floating_point() ? in.rewards_B : in.rewards_B.to(at::kFloat);
+  if (cfg.overlong_buffer > 0) {
+    MOERL_CHECK_GT(in.max_new_tokens, 0) << "overlong_buffer needs max_new_tokens";
+    const int64_t buffer = std::min(cfg.overlong_buffer, in.max_new_tokens);
+    at::Tensor lengths = in.mask_BL.sum(1);
+    rewards = rewards + overlong_penalty(lengths, in.max_new_tokens, buffer).to(rewards.scalar_type());
+  }
   Advantages out;
   if (cfg.adv_estimator == AdvEstimator::kGae) {
     MOERL_CHECK(in.values_BL.defined()) << "adv_estimator = gae needs values_BL";
     at::Tensor r = token_rewards(rewards, in.mask_BL);
     if (kl_reward) r = fold_kl_into_rewards(r, in.kl_BL, in.mask_BL, cfg.kl_coef);
-    Gae g = gae(r, in.values_BL, in.mask_BL, cfg.gamma, cfg.lambda);
-    out.advantages_BL = cfg.whiten_advantages ? whiten(g.advantages_BL, in.mask_BL) : g.advantages_BL;
+    Gae g = gae(r, in.values_BL * in.mask_BL.to(in.values_BL.scalar_type()), in.mask_BL, cfg.gamma, cfg.lambda);
+    out.advantages_BL =
+        cfg.whiten_advantages ? whiten(g.advantages_BL, in.mask_BL, in.sum_over_ranks) : g.advantages_BL;
     out.returns_BL = g.returns_BL;
     return out;
   }
-  int64_t batch = in.rewards_B.size(0), g = cfg.group_size;
+  const int64_t batch = in.rewards_B.size(0), g = in.group_size > 0 ? in.group_size : cfg.group_size;
   MOERL_CHECK(g > 0 && batch % g == 0) << "batch of " << batch << " responses is not whole groups of " << g;
   at::Tensor r = rewards;
   if (kl_reward) r = fold_kl_into_outcome(r, in.kl_BL, in.mask_BL, cfg.kl_coef);

@@ -11,6 +11,9 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
+#include <vector>
+
 #include "rl/loss_config.h"
 
 namespace moerl::rl {
@@ -44,7 +47,11 @@ Gae gae(const at::Tensor& rewards_BL, const at::Tensor& values_BL, const at::Ten
 
 // (x - mean) / (std + 1e-8) over the valid tokens of the whole batch (population std);
 // 0 at masked positions.
-at::Tensor whiten(const at::Tensor& x_BL, const at::Tensor& mask_BL);
+// Sums partial statistics over data-parallel ranks (identity on one rank).
+using SumOverRanks = std::function<std::vector<double>(const std::vector<double>&)>;
+// With `sum_over_ranks`, mean and variance are those of every rank's valid tokens together
+// (two all-reduces: the mean, then the squared deviations, as the one-rank formula).
+at::Tensor whiten(const at::Tensor& x_BL, const at::Tensor& mask_BL, const SumOverRanks& sum_over_ranks = nullptr);
 
 struct AdvantageInputs {
   at::Tensor rewards_B;  // outcome reward per response; rows group-major (G consecutive rows
@@ -53,6 +60,9 @@ struct AdvantageInputs {
   at::Tensor values_BL;  // critic values at rollout time; needed for gae
   at::Tensor kl_BL;      // per-token KL estimate (kl_penalty of old vs ref); needed when
                          // cfg.kl_in = reward and cfg.kl_coef > 0
+  int64_t group_size = 0;        // responses per prompt; 0 = cfg.group_size
+  int64_t max_new_tokens = 0;    // L_max of the overlong penalty (cfg.overlong_buffer > 0)
+  SumOverRanks sum_over_ranks;   // data parallelism: whitening over every rank's tokens
 };
 
 struct Advantages {
@@ -60,8 +70,10 @@ struct Advantages {
   at::Tensor returns_BL;  // critic targets (gae only; undefined otherwise)
 };
 
-// The trainer's one call: applies cfg.adv_estimator, KL-in-reward (fold_kl_into_outcome for
-// group estimators, fold_kl_into_rewards for gae) and, for gae, whiten_advantages.
+// The trainer's one call: the soft overlong penalty (cfg.overlong_buffer > 0: rewards +=
+// overlong_penalty(response lengths, max_new_tokens, overlong_buffer)), then cfg.adv_estimator,
+// KL-in-reward (fold_kl_into_outcome for group estimators, fold_kl_into_rewards for gae) and,
+// for gae, whiten_advantages (global statistics under data parallelism).
 Advantages compute_advantages(const AdvantageInputs& in, const LossConfig& cfg);
 
 }  // namespace moerl::rl

@@ -17,6 +17,12 @@ at::Tensor kl_penalty(const at::Tensor& logp, const at::Tensor& ref_logp, KlEsti
       // NOTE: clamp x before exp so that a huge negative x cannot overflow to inf.
       x = x.clamp(-20.0, 20.0);
       return (at::exp(-x) - 1.0 + x).clamp(-kK3Clamp, kK3Clamp);
+    case KlEstimator::kK3Plus: {
+      // Straight-through: the value of k3 (unbiased, >= 0), the gradient of k2 (x * grad logp,
+      // whose expectation under pi_theta is the gradient of KL(pi_theta || pi_ref)).
+      at::Tensor k2 = 0.5 * x * x;
+      return kl_penalty(logp.detach(), ref_logp, KlEstimator::kK3) + (k2 - k2.detach());
+    }
   }
   MOERL_CHECK(false) << "unknown KlEstimator";
   return {};

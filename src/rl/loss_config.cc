@@ -34,6 +34,7 @@ const char* name_of(KlEstimator v) {
     case KlEstimator::kK1: return "k1";
     case KlEstimator::kK2: return "k2";
     case KlEstimator::kK3: return "k3";
+    case KlEstimator::kK3Plus: return "k3+";
   }
   return "?";
 }
@@ -45,9 +46,14 @@ const char* name_of(BehaviourCorrection v) {
     case BehaviourCorrection::kNone: return "none";
     case BehaviourCorrection::kTis: return "tis";
     case BehaviourCorrection::kDecoupled: return "decoupled";
+    case BehaviourCorrection::kMis: return "mis";
   }
   return "?";
 }
+
+const char* name_of(MisLevel v) { return v == MisLevel::kSequence ? "sequence" : "token"; }
+const char* name_of(RatioLevel v) { return v == RatioLevel::kSequence ? "sequence" : "token"; }
+const char* name_of(RoutingReplay v) { return v == RoutingReplay::kRollout ? "rollout" : "off"; }
 
 namespace {
 
@@ -105,6 +111,20 @@ void LossConfig::validate() const {
        << name_of(behaviour_correction) << "\"";
     bad(os.str(), "a cap below 1 would also down-weight fresh samples; typical values are 2 to 5");
   }
+  if (kl_coef > 0 && kl_in == KlPlacement::kLoss && kl_estimator == KlEstimator::kK1) {
+    bad("kl_estimator = \"k1\" with kl_in = \"loss\" has zero expected gradient (E[grad log pi] = 0): "
+        "the penalty would not pull the policy towards the reference",
+        "use kl_estimator = \"k3+\" (value of k3, gradient of k2) or \"k2\" in the loss, or put k1 in the "
+        "reward (kl_in = \"reward\")");
+  }
+  if (behaviour_correction == BehaviourCorrection::kMis && !(mis_lower >= 0 && mis_lower <= 1 && mis_upper >= 1)) {
+    os << "mis_lower = " << mis_lower << ", mis_upper = " << mis_upper << " must satisfy 0 <= lower <= 1 <= upper";
+    bad(os.str(), "a band that excludes ratio 1 would mask fresh samples; typical: 0.5 and 2");
+  }
+  if (overlong_buffer < 0) {
+    os << "overlong_buffer = " << overlong_buffer << " must be >= 0";
+    bad(os.str(), "0 disables the soft overlong penalty; DAPO uses a quarter of the length budget");
+  }
   if (!(gamma >= 0 && gamma <= 1) || !(lambda >= 0 && lambda <= 1)) {
     os << "gamma = " << gamma << ", lambda = " << lambda << " must lie in [0, 1]";
     bad(os.str(), "outcome-reward PPO commonly uses gamma = 1, lambda = 1 (or 0.95)");
@@ -132,19 +152,28 @@ LossConfig read_loss_config(ConfigTable& t) {
   c.eps_low = t.number("eps_low", c.eps_low, {.min = 0, .max = 1});
   c.eps_high = t.number("eps_high", c.eps_high, {.min = 0, .max = 10});
   c.dual_clip = t.number("dual_clip", c.dual_clip, {.min = 0, .max = 1e6});
+  c.ratio_level = parse_enum(t, "ratio_level", c.ratio_level, {RatioLevel::kToken, RatioLevel::kSequence});
+  // GSPO averages over sequences: its default aggregation is seq-mean-token-mean.
+  if (c.ratio_level == RatioLevel::kSequence) c.loss_agg = LossAgg::kSeqMeanTokenMean;
   c.loss_agg = parse_enum(t, "loss_agg", c.loss_agg,
                           {LossAgg::kTokenMean, LossAgg::kSeqMeanTokenMean, LossAgg::kSeqMeanTokenSumNorm});
   c.kl_coef = t.number("kl_coef", c.kl_coef, {.min = 0, .max = 1e3});
   c.kl_estimator = parse_enum(t, "kl_estimator", c.kl_estimator,
-                              {KlEstimator::kK1, KlEstimator::kK2, KlEstimator::kK3});
+                              {KlEstimator::kK1, KlEstimator::kK2, KlEstimator::kK3, KlEstimator::kK3Plus});
   c.kl_in = parse_enum(t, "kl_in", c.kl_in, {KlPlacement::kLoss, KlPlacement::kReward});
   c.entropy_coef = t.number("entropy_coef", c.entropy_coef, {.min = 0, .max = 1e3});
   c.aux_loss_coef = t.number("aux_loss_coef", c.aux_loss_coef, {.min = 0, .max = 1e3});
   c.z_loss_coef = t.number("z_loss_coef", c.z_loss_coef, {.min = 0, .max = 1e3});
   c.behaviour_correction = parse_enum(
       t, "behaviour_correction", c.behaviour_correction,
-      {BehaviourCorrection::kNone, BehaviourCorrection::kTis, BehaviourCorrection::kDecoupled});
+      {BehaviourCorrection::kNone, BehaviourCorrection::kTis, BehaviourCorrection::kDecoupled,
+       BehaviourCorrection::kMis});
   c.tis_cap = t.number("tis_cap", c.tis_cap, {.min = 0, .max = 1e6});
+  c.mis_lower = t.number("mis_lower", c.mis_lower, {.min = 0, .max = 1});
+  c.mis_upper = t.number("mis_upper", c.mis_upper, {.min = 1, .max = 1e6});
+  c.mis_level = parse_enum(t, "mis_level", c.mis_level, {MisLevel::kToken, MisLevel::kSequence});
+  c.overlong_buffer = t.integer("overlong_buffer", c.overlong_buffer, {.min = 0, .max = 1e7});
+  c.routing_replay = parse_enum(t, "routing_replay", c.routing_replay, {RoutingReplay::kOff, RoutingReplay::kRollout});
   c.gamma = t.number("gamma", c.gamma, {.min = 0, .max = 1});
   c.lambda = t.number("lambda", c.lambda, {.min = 0, .max = 1});
   c.value_clip = t.number("value_clip", c.value_clip, {.min = 0, .max = 1e6});

@@ -20,9 +20,12 @@ namespace moerl::rl {
 enum class Algorithm { kGrpo, kPpo };
 enum class AdvEstimator { kGrpo, kDrGrpo, kRloo, kGae };
 enum class LossAgg { kTokenMean, kSeqMeanTokenMean, kSeqMeanTokenSumNorm };
-enum class KlEstimator { kK1, kK2, kK3 };
+enum class KlEstimator { kK1, kK2, kK3, kK3Plus };
 enum class KlPlacement { kLoss, kReward };
-enum class BehaviourCorrection { kNone, kTis, kDecoupled };
+enum class BehaviourCorrection { kNone, kTis, kDecoupled, kMis };
+enum class MisLevel { kToken, kSequence };
+enum class RatioLevel { kToken, kSequence };  // sequence = GSPO
+enum class RoutingReplay { kOff, kRollout };  // R3: replay the rollout's expert selection
 
 struct LossConfig {
   Algorithm algorithm = Algorithm::kGrpo;
@@ -33,6 +36,7 @@ struct LossConfig {
   double eps_low = 0.2;              // ratio clipped to [1 - eps_low, 1 + eps_high]
   double eps_high = 0.2;             // clip-higher (DAPO) when > eps_low
   double dual_clip = 0.0;            // c > 1 enables dual clip for A < 0; 0 disables
+  RatioLevel ratio_level = RatioLevel::kToken;  // sequence: GSPO's length-normalised ratio
   LossAgg loss_agg = LossAgg::kTokenMean;
   double kl_coef = 0.0;              // 0 disables the KL term
   KlEstimator kl_estimator = KlEstimator::kK3;
@@ -42,6 +46,11 @@ struct LossConfig {
   double z_loss_coef = 0.001;        // router z-loss
   BehaviourCorrection behaviour_correction = BehaviourCorrection::kNone;
   double tis_cap = 2.0;              // C: TIS clamp / decoupled filter threshold, >= 1
+  double mis_lower = 0.5;            // mis: keep tokens whose pi_old / pi_behav lies in
+  double mis_upper = 2.0;            //      [mis_lower, mis_upper], mask the rest
+  MisLevel mis_level = MisLevel::kToken;
+  int64_t overlong_buffer = 0;       // DAPO soft overlong penalty over the last N tokens; 0 = off
+  RoutingReplay routing_replay = RoutingReplay::kOff;
   double gamma = 1.0;                // GAE discount
   double lambda = 1.0;               // GAE lambda
   double value_clip = 0.2;           // eps_v; 0 disables value clipping
@@ -64,5 +73,8 @@ const char* name_of(LossAgg v);
 const char* name_of(KlEstimator v);
 const char* name_of(KlPlacement v);
 const char* name_of(BehaviourCorrection v);
+const char* name_of(MisLevel v);
+const char* name_of(RatioLevel v);
+const char* name_of(RoutingReplay v);
 
 }  // namespace moerl::rl

@@ -17,7 +17,15 @@ struct TokenTerms {
   at::Tensor dual_clipped_BL;  // bool
   at::Tensor weight_raw_BL;    // pi_old / pi_behav before the cap (detached)
   at::Tensor capped_BL;        // bool
+  at::Tensor mismatch_abs_BL;  // |log pi_old - log pi_behav| (detached)
+  at::Tensor mismatch_kl_BL;   // k3 estimate of KL(pi_behav || pi_old) per token (detached)
 };
+
+// Per-row mean of x over the valid tokens, [B, 1] (0 for rows without any).
+at::Tensor sequence_mean(const at::Tensor& x_BL, const at::Tensor& valid_BL) {
+  at::Tensor m = valid_BL.to(x_BL.scalar_type());
+  return (x_BL * m).sum(1, /*keepdim=*/true) / m.sum(1, /*keepdim=*/true).clamp_min(1);
+}
 
 TokenTerms token_terms(const PolicyLossInputs& in, const LossConfig& cfg) {
   const at::Tensor& mask = in.mask_BL;
@@ -43,7 +51,14 @@ TokenTerms token_terms(const PolicyLossInputs& in, const LossConfig& cfg) {
   at::Tensor adv = in.advantages_BL.detach().to(in.logp_BL.scalar_type());
   adv = at::where(valid, adv, at::zeros_like(adv));
   TokenTerms t;
-  at::Tensor ratio = at::exp((in.logp_BL - old).clamp(-kLogRatioClamp, kLogRatioClamp));
+  at::Tensor log_ratio = in.logp_BL - old;
+  if (cfg.ratio_level == RatioLevel::kSequence) {
+    // GSPO: every token of sequence i carries s_i = exp(mean_t (logp - old)) as its value and
+    // the gradient of its own logp (scaled by s_i): under seq-mean-token-mean this is exactly
+    // the gradient of min(s_i A_i, clip(s_i) A_i) averaged over sequences.
+    log_ratio = sequence_mean(log_ratio.detach(), valid) + (in.logp_BL - cur);
+  }
+  at::Tensor ratio = at::exp(log_ratio.clamp(-kLogRatioClamp, kLogRatioClamp));
   at::Tensor surr1 = -adv * ratio;
   at::Tensor surr2 = -adv * ratio.clamp(1.0 - cfg.eps_low, 1.0 + cfg.eps_high);
   at::Tensor loss = at::maximum(surr1, surr2);
@@ -73,7 +88,21 @@ TokenTerms token_terms(const PolicyLossInputs& in, const LossConfig& cfg) {
       t.capped_BL = w_raw > cfg.tis_cap;
       loss = loss * at::where(t.capped_BL, at::zeros_like(w_raw), w_raw).to(loss.scalar_type());
       break;
+    case BehaviourCorrection::kMis: {
+      // Masked importance sampling: tokens (or whole sequences, by the geometric mean of their
+      // token ratios) whose pi_old / pi_behav leaves [lower, upper] are masked from the loss;
+      // kept tokens keep weight 1. Masked tokens still count in the global denominator.
+      at::Tensor r = cfg.mis_level == MisLevel::kToken
+                         ? w_raw
+                         : at::exp(sequence_mean(old - behav, valid).clamp(-kLogRatioClamp, kLogRatioClamp))
+                               .expand_as(w_raw);
+      t.capped_BL = (r < cfg.mis_lower) | (r > cfg.mis_upper);
+      loss = loss * at::logical_not(t.capped_BL).to(loss.scalar_type());
+      break;
+    }
   }
+  t.mismatch_abs_BL = (old - behav).abs();
+  t.mismatch_kl_BL = w_raw - 1.0 - (old - behav).clamp(-kLogRatioClamp, kLogRatioClamp);
   t.loss_BL = loss;
   t.ratio_BL = ratio.detach();
   return t;
@@ -93,12 +122,14 @@ PolicyLoss compute_policy_loss(const PolicyLossInputs& in, const LossConfig& cfg
   at::Tensor zero = at::zeros({}, pg.options());
   at::Tensor kl_loss = zero, lb_loss = zero, z_loss = zero, entropy = zero;
 
-  if (cfg.kl_coef > 0 && cfg.kl_in == KlPlacement::kLoss) {
-    MOERL_CHECK(in.ref_logp_BL.defined()) << "kl_coef > 0 with kl_in = loss needs ref_logp_BL";
+  const bool kl_in_loss = cfg.kl_coef > 0 && cfg.kl_in == KlPlacement::kLoss;
+  MOERL_CHECK(!kl_in_loss || in.ref_logp_BL.defined()) << "kl_coef > 0 with kl_in = loss needs ref_logp_BL";
+  if (in.ref_logp_BL.defined()) {  // in the loss, or only measured (kl_in = reward)
     check_same_shape(in.ref_logp_BL, mask, "ref_logp_BL");
     at::Tensor ref = at::where(mask.to(at::kBool), in.ref_logp_BL.detach(), in.logp_BL.detach());
-    kl_loss = aggregate(kl_penalty(in.logp_BL, ref, cfg.kl_estimator), mask, cfg.loss_agg, in.norm);
-    total = total + cfg.kl_coef * kl_loss;
+    kl_loss = aggregate(kl_penalty(kl_in_loss ? in.logp_BL : in.logp_BL.detach(), ref, cfg.kl_estimator), mask,
+                        cfg.loss_agg, in.norm);
+    if (kl_in_loss) total = total + cfg.kl_coef * kl_loss;
   }
   if (in.entropy_BL.defined()) {
     check_same_shape(in.entropy_BL, mask, "entropy_BL");
@@ -132,7 +163,9 @@ PolicyLoss compute_policy_loss(const PolicyLossInputs& in, const LossConfig& cfg
       rho_max,
       masked_mean(t.weight_raw_BL.to(at::kDouble), mask),
       masked_mean(t.capped_BL.to(at::kDouble), mask),
-      valid.sum()};
+      valid.sum(),
+      masked_mean(t.mismatch_abs_BL.to(at::kDouble), mask),
+      masked_mean(t.mismatch_kl_BL.to(at::kDouble), mask)};
   for (auto& v : values) v = v.detach().to(at::kDouble).reshape({});
   at::Tensor host = at::stack(values).cpu();
   const double* h = host.data_ptr<double>();
@@ -153,6 +186,8 @@ PolicyLoss compute_policy_loss(const PolicyLossInputs& in, const LossConfig& cfg
   m.behav_weight_mean = h[11];
   m.behav_capped_frac = h[12];
   m.num_tokens = h[13];
+  m.mismatch_abs = h[14];
+  m.mismatch_kl = h[15];
   return out;
 }
 

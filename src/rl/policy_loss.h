@@ -50,7 +50,8 @@ struct PolicyLossInputs {
 struct PolicyLossMetrics {
   double loss = 0;              // the total returned below
   double pg_loss = 0;           // aggregated surrogate term
-  double kl_loss = 0;           // aggregated KL estimator, before kl_coef (0 when off)
+  double kl_loss = 0;           // aggregated KL estimator, before kl_coef (0 without a reference);
+                                // measured whenever ref_logp_BL is given, in the loss only with kl_in = loss
   double lb_loss = 0;           // load-balancing loss, before coefficients and aux_scale
   double z_loss = 0;            // router z-loss, before coefficients and aux_scale
   double entropy = 0;           // local: mean token entropy (0 when entropy_BL is absent)
@@ -60,7 +61,9 @@ struct PolicyLossMetrics {
   double ratio_mean = 0;        // local: mean rho
   double ratio_max = 0;         // local: max rho (0 when no valid token)
   double behav_weight_mean = 0; // local: mean pi_old / pi_behav before truncation/filtering
-  double behav_capped_frac = 0; // local: tokens truncated (tis) or dropped (decoupled)
+  double behav_capped_frac = 0; // local: tokens truncated (tis), dropped (decoupled) or masked (mis)
+  double mismatch_abs = 0;      // local: mean |log pi_old - log pi_behav| (rollout/trainer mismatch)
+  double mismatch_kl = 0;       // local: mean k3 estimate of KL(pi_behav || pi_old)
   double num_tokens = 0;        // valid tokens in this micro-batch
 };
 
@@ -70,10 +73,13 @@ struct PolicyLoss {
 };
 
 // Per-token surrogate loss before aggregation (exposed for tests and custom objectives):
-//   rho = exp(clamp(logp - old, -20, 20))
+//   rho = exp(clamp(logp - old, -20, 20))   (ratio_level = token)
+//   rho = s_i = exp(mean_t (logp - old)) per sequence, gradient through each token's logp (GSPO)
 //   l = max(-A*rho, -A*clip(rho, 1 - eps_low, 1 + eps_high));  A < 0 and c > 1: l = min(l, -c*A)
 //   then times the behaviour weight w (detached):
-//     none: 1;  tis: min(pi_old / pi_behav, C);  decoupled: pi_prox / pi_behav, 0 where > C
+//     none: 1;  tis: min(pi_old / pi_behav, C);  decoupled: pi_prox / pi_behav, 0 where > C;
+//     mis: 1 where pi_old / pi_behav (token, or the sequence's geometric mean) lies in
+//          [mis_lower, mis_upper], else 0
 at::Tensor policy_token_loss(const PolicyLossInputs& in, const LossConfig& cfg);
 
 PolicyLoss compute_policy_loss(const PolicyLossInputs& in, const LossConfig& cfg);

@@ -27,7 +27,7 @@ EvalResult evaluate(model::Model& policy, const model::Tokenizer& tok, const tas
     model::GenerateConfig gc;
     gc.max_new_tokens = cfg.max_new_tokens;
     gc.sampling.greedy = true;
-    gc.eos_ids = {tok.eos_id()};
+    gc.eos_ids = tok.stop_ids();
     gc.pad_id = tok.pad_id();
     gc.all_done = cfg.all_done;
     std::vector<model::Generation> gens = model::generate(policy, prompts, gc);

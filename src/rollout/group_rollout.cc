@@ -1,5 +1,6 @@
 #include "rollout/group_rollout.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/check.h"
@@ -32,9 +33,10 @@ runtime::TaskUnit make_task_unit(const tasks::TaskItem& item, const model::Token
 }
 
 std::string completion_text(const model::Tokenizer& tok, const std::vector<int64_t>& tokens) {
+  const std::vector<int64_t> stops = tok.stop_ids();
   std::vector<int64_t> body;
   for (int64_t t : tokens) {
-    if (t == tok.eos_id()) break;
+    if (std::find(stops.begin(), stops.end(), t) != stops.end()) break;
     body.push_back(t);
   }
   return tok.decode(body);
@@ -47,7 +49,8 @@ GroupRollout::GroupRollout(model::Model& policy, const model::Tokenizer& tokeniz
 }
 
 std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runtime::TaskUnit>& units,
-                                                         uint64_t seed, uint64_t version) {
+                                                         uint64_t seed, uint64_t version,
+                                                         std::function<bool()> cancel) {
   int64_t leased = unix_ms();
   std::vector<std::vector<int64_t>> prompts;
   for (const auto& u : units) {
@@ -59,9 +62,11 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
   gc.max_new_tokens = cfg_.max_new_tokens;
   gc.sampling = cfg_.sampling;
   gc.seed = seed;
-  gc.eos_ids = {tokenizer_.eos_id()};
+  gc.eos_ids = tokenizer_.stop_ids();
   gc.pad_id = tokenizer_.pad_id();
   gc.all_done = cfg_.all_done;
+  gc.record_routing = cfg_.record_routing;
+  gc.cancel = std::move(cancel);
   double t0 = now_seconds();
   std::vector<model::Generation> gens = model::generate(policy_, prompts, gc);
   double gen_s = now_seconds() - t0;
@@ -97,8 +102,15 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
       runtime::Sample s;
       s.prompt_tokens.assign(prompts[row].begin(), prompts[row].end());
       s.response_tokens.assign(gen.tokens.begin(), gen.tokens.end());
-      s.behaviour_logprobs = gen.logprobs;
+      // The distribution actually sampled (temperature, top-k/top-p): what the trainer
+      // recomputes (model::sampling_logits); greedy rows have none, so their T = 1 logprob.
+      s.behaviour_logprobs = cfg_.sampling.greedy ? gen.logprobs : gen.sample_logprobs;
       s.reward = static_cast<float>(rewards[row]);
+      if (cfg_.record_routing) {
+        s.routed_experts = gen.routed_experts;
+        s.routing_layers = static_cast<uint16_t>(policy_.num_moe_layers());
+        s.routing_top_k = static_cast<uint16_t>(policy_.arch().router_config(policy_.config()).top_k);
+      }
       s.version_spans = {{0, version}};
       s.finish_reason = gen.finish == model::FinishReason::kEos ? runtime::FinishReason::kStop
                                                                  : runtime::FinishReason::kLength;

@@ -7,9 +7,9 @@
 //   GroupRollout r(policy, *tokenizer, *reward_fn, cfg, "worker-0");
 //   std::vector<runtime::ExperienceRecord> recs = r.run(units, /*seed=*/step, /*version=*/v);
 //
-// Behaviour logprobs are the policy's logprobs at temperature 1 (model::Generation::logprobs),
-// which is what the trainer recomputes; with temperature != 1 the trainer's importance
-// correction (algorithm.behaviour_correction) accounts for the mismatch.
+// Behaviour logprobs are those of the distribution sampled from (model::Generation::
+// sample_logprobs: after temperature and top-k/top-p truncation), which is what the trainer
+// recomputes with the same sampling settings (model::sampling_logits).
 // Not thread-safe (borrows one Model). Errors: prompts outside the tokenizer's vocabulary.
 #pragma once
 
@@ -29,6 +29,7 @@ struct RolloutConfig {
   int64_t max_new_tokens = 16;
   model::SamplingConfig sampling;
   std::function<bool(bool)> all_done;  // EP lockstep (model::GenerateConfig::all_done); null: one rank
+  bool record_routing = false;  // routing replay: records carry the experts each token used
 };
 
 class GroupRollout {
@@ -36,8 +37,10 @@ class GroupRollout {
   GroupRollout(model::Model& policy, const model::Tokenizer& tokenizer, tasks::RewardFn& reward,
                RolloutConfig cfg, std::string worker_id);
 
+  // `cancel` (may be empty) is model::GenerateConfig::cancel: true abandons the batch
+  // (model::GenerationCancelled).
   std::vector<runtime::ExperienceRecord> run(const std::vector<runtime::TaskUnit>& units,
-                                             uint64_t seed, uint64_t version);
+                                             uint64_t seed, uint64_t version, std::function<bool()> cancel = {});
   const RolloutConfig& config() const { return cfg_; }
 
  private:
@@ -52,7 +55,8 @@ class GroupRollout {
 runtime::TaskUnit make_task_unit(const tasks::TaskItem& item, const model::Tokenizer& tok,
                                  uint32_t group_size, uint64_t cursor);
 
-// Completion text of generated tokens: stops at the first EOS, special tokens dropped.
+// Completion text of generated tokens: stops at the first of tok.stop_ids(), special tokens
+// dropped.
 std::string completion_text(const model::Tokenizer& tok, const std::vector<int64_t>& tokens);
 
 }  // namespace moerl::rollout

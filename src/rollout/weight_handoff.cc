@@ -21,7 +21,7 @@ std::string WeightHandoff::put(uint64_t version, const model::Model& policy) {
   snap->config = policy.config();
   {
     at::NoGradGuard no_grad;
-    for (const auto& [name, p] : policy.params()) snap->params.emplace(name, p.detach().clone());
+    for (const auto& [name, p] : policy.state()) snap->params.emplace(name, p.detach().clone());
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!snapshots_.empty() && snapshots_.back()->version >= version) {

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/seed.h"
+#include "model/generate.h"
 #include "runtime/spot_watcher.h"
 
 namespace moerl::rollout {
@@ -201,8 +202,16 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
     units.reserve(leases.size());
     for (const runtime::Lease& l : leases) units.push_back(l.task);
     activate_staged();
-    std::vector<runtime::ExperienceRecord> recs =
-        gen.run(units, mix_seed(setup_.seed, stream, static_cast<uint64_t>(stats_.batches)), active_version_);
+    std::vector<runtime::ExperienceRecord> recs;
+    try {
+      // A drain whose deadline (less the margin) arrives mid-batch abandons the generation.
+      recs = gen.run(units, mix_seed(setup_.seed, stream, static_cast<uint64_t>(stats_.batches)), active_version_,
+                     [&ctx] { return ctx.should_abort(); });
+    } catch (const moerl::model::GenerationCancelled& c) {
+      MOERL_LOG(WARN) << options_.worker_id << ": drain deadline reached " << c.steps() << " tokens into a batch of "
+                      << units.size() << " task(s); handing them back";
+      return decltype(out)(leases.size());
+    }
     ++stats_.batches;
     stats_.last_version = active_version_;
     MOERL_CHECK_EQ(recs.size(), units.size());  // gen.run answers every unit, in order

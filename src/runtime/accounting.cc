@@ -18,6 +18,9 @@ const char* counter_name(Counter c) {
     case Counter::kTasksRequeued: return "tasks_requeued";
     case Counter::kDeadLettered: return "dead_lettered";
     case Counter::kGroupsFiltered: return "groups_filtered";
+    case Counter::kRecordsQuarantined: return "records_quarantined";
+    case Counter::kTasksAbandoned: return "tasks_abandoned";
+    case Counter::kDeadLineage: return "records_dead_lineage";
     case Counter::kCount: break;
   }
   return "unknown";
@@ -40,9 +43,10 @@ AccountingReport Accounting::report(int64_t still_queued) const {
   r.still_queued = still_queued;
   // NOTE: a stale record under the regenerate policy does not complete its task: the task is
   // re-enqueued (attempt + 1) and stays queued; under the drop policy it completes. So every
-  // created task is completed, still queued or dead-lettered, or it was lost.
+  // created task is completed, still queued, dead-lettered or abandoned (its records kept
+  // failing the trainer's checks), or it was lost.
   r.lost = r.get(Counter::kTasksCreated) - r.get(Counter::kTasksCompleted) - still_queued -
-           r.get(Counter::kDeadLettered);
+           r.get(Counter::kDeadLettered) - r.get(Counter::kTasksAbandoned);
   r.queue_depth = queue_depth_.load();
   std::lock_guard<std::mutex> lock(mu_);
   r.staleness_histogram = staleness_;

@@ -31,6 +31,9 @@ enum class Counter : int {
   kTasksRequeued,      // handed back (drain, stale regeneration) or expired and re-delivered
   kDeadLettered,
   kGroupsFiltered,     // completed records not trained: all rewards equal (dynamic sampling)
+  kRecordsQuarantined, // records refused at the trainer boundary (not decodable, or insane)
+  kTasksAbandoned,     // tasks given up after kMaxQuarantinedAttempts quarantined records
+  kDeadLineage,        // records generated with a lost trainer life's weights: dropped, task re-created
   kCount,
 };
 const char* counter_name(Counter c);
@@ -40,7 +43,8 @@ enum class Role : int { kTrainer = 0, kRollout = 1, kCount = 2 };
 struct AccountingReport {
   std::array<int64_t, static_cast<int>(Counter::kCount)> counters{};
   int64_t still_queued = 0;
-  int64_t lost = 0;  // created - completed - still_queued - dead_lettered; 0 in a healthy run
+  // created - completed - still_queued - dead_lettered - tasks_abandoned; 0 in a healthy run
+  int64_t lost = 0;
   std::map<uint64_t, int64_t> staleness_histogram;  // versions behind -> records
   int64_t queue_depth = 0;
   double trainer_idle_fraction = 0;

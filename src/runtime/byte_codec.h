@@ -93,5 +93,8 @@ class ByteReader {
 std::string frame_record(const char magic[4], uint16_t version, const std::string& payload);
 std::string_view unframe_record(std::string_view bytes, const char magic[4], uint16_t version,
                                 const char* what);
+// As above, accepting any version in [min_version, max_version]; *got_version receives it.
+std::string_view unframe_record(std::string_view bytes, const char magic[4], uint16_t min_version,
+                                uint16_t max_version, uint16_t* got_version, const char* what);
 
 }  // namespace moerl::runtime

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -35,6 +36,69 @@ AsyncController::AsyncController(ControllerConfig config, TaskQueue& queue,
       acc_(accounting ? accounting : &own_acc_),
       cursor_(config_.first_cursor) {
   config_.validate();
+  buffer_.set_quarantine(config_.check, [this](const QuarantinedRecord& q) { return on_quarantine(q); });
+}
+
+AsyncController::~AsyncController() { buffer_.set_quarantine({}, {}); }
+
+bool AsyncController::on_quarantine(const QuarantinedRecord& q) {
+  acc_->add(Counter::kRecordsQuarantined);
+  if (q.task_id.empty() || q.key_taken) return false;  // names no task, or one already trained
+  return reschedule(q.task_id, q.attempt, q.decoded ? std::optional<uint64_t>(q.cursor) : std::nullopt,
+                    /*limited=*/true, "was quarantined (" + q.reason + ")");
+}
+
+bool AsyncController::reschedule(const std::string& task_id, uint32_t attempt, std::optional<uint64_t> cursor,
+                                 bool limited, const std::string& why) {
+  const std::string key = dedupe_key(task_id, attempt);
+  if (config_.task_cursor) {
+    if (auto c = config_.task_cursor(task_id)) cursor = c;
+  }
+  // NOTE: the factory runs only on cursors this run created (a forged one may be anything).
+  if (!cursor || *cursor < config_.first_cursor || *cursor >= cursor_ || factory_(*cursor, 0).task_id != task_id) {
+    MOERL_LOG(WARN) << "controller: record " << key << " " << why << " names no task this run created; "
+                    << "nothing to re-create";
+    return false;
+  }
+  auto regen = regenerating_.find(task_id);
+  const uint32_t live = regen == regenerating_.end() ? 0 : regen->second.second;
+  if (attempt != live) return false;  // not the attempt the run waits for: that one still comes
+  if (limited && attempt + 1 >= kMaxQuarantinedAttempts) {
+    MOERL_LOG(ERROR) << "controller: task " << task_id << " given up after " << kMaxQuarantinedAttempts
+                     << " quarantined records (last " << why << "); it is not trained";
+    regenerating_.erase(task_id);
+    acc_->add(Counter::kTasksAbandoned);
+    return true;
+  }
+  if (limited) {
+    MOERL_LOG(WARN) << "controller: task " << task_id << " is enqueued again (attempt " << attempt + 1
+                    << ") after its record " << key << " " << why;
+  }
+  regenerating_[task_id] = {*cursor, attempt + 1};
+  requeue_.emplace_back(*cursor, attempt + 1);
+  return true;
+}
+
+void AsyncController::drop_dead_lineage(std::vector<ExperienceRecord>& got) {
+  if (!config_.lineage) return;
+  int64_t dropped = 0, requeued = 0;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  auto foreign = [&](const ExperienceRecord& r) {
+    const std::optional<uint64_t> v = config_.lineage->foreign_version(r);
+    if (!v) return false;
+    ++dropped;
+    lo = std::min(lo, *v);
+    hi = std::max(hi, *v);
+    if (reschedule(r.task_id, r.attempt, r.cursor, /*limited=*/false, "is from a lost trainer life")) ++requeued;
+    return true;
+  };
+  got.erase(std::remove_if(got.begin(), got.end(), foreign), got.end());
+  if (dropped == 0) return;
+  acc_->add(Counter::kDeadLineage, dropped);
+  MOERL_LOG(WARN) << "controller: dropped " << dropped << " record(s) generated with policy version(s) " << lo
+                  << (lo == hi ? "" : ".." + std::to_string(hi)) << ", which are not in this trainer's lineage ("
+                  << config_.lineage->describe() << "): a trainer life that ended after its last checkpoint "
+                  << "published them; " << requeued << " task(s) enqueued again";
 }
 
 int64_t AsyncController::queue_target() const {
@@ -48,17 +112,28 @@ int64_t AsyncController::queue_target() const {
 }
 
 int64_t AsyncController::top_up(Deadline deadline) {
+  if (const uint64_t recorded = queue_.producer_cursor(deadline); recorded < recorded_) {
+    recover_lost_writes(recorded, deadline);
+  }
   int64_t queued = queue_.depth(deadline).queued();
   // Records generated but not yet trained are work ahead too: counting them keeps the
   // pipeline one step deep, so records reach the trainer ~1 version old, not 2.
   const int64_t waiting = buffer_.stats().available;
   int64_t n = 0;
   const int64_t target = queue_target();
-  while (queued + waiting + n < target &&
-         (config_.total_tasks == 0 ||
-          static_cast<int64_t>(cursor_ - config_.first_cursor) < config_.total_tasks)) {
+  while (queued + waiting + n < target && !exhausted()) {
     // Idempotent: after a restart, tasks a previous life already enqueued are skipped.
-    if (queue_.enqueue_from(factory_(cursor_, 0), cursor_ + 1, deadline)) ++n;
+    try {
+      if (queue_.enqueue_from(factory_(cursor_, 0), cursor_ + 1, deadline)) ++n;
+      recorded_ = std::max(recorded_, cursor_ + 1);  // enqueued now, or by a previous life
+    } catch (const Error& e) {
+      // A queue that refuses writes (Redis at its maxmemory, or down) is not the end of the
+      // run: train what is buffered (checkpoints trim the stream) and top up next time.
+      if (e.code() != ErrorCode::kUnavailable) throw;
+      MOERL_LOG(WARN) << "controller: could not enqueue task " << cursor_ << " (" << e.what() << "); training what "
+                      << "is buffered and trying again at the next batch";
+      break;
+    }
     ++cursor_;
   }
   // NOTE: created is the dataset span handed out, so it survives restarts exactly.
@@ -76,8 +151,18 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
     top_up(Deadline::after_seconds(config_.call_timeout_seconds));
     // Short takes, so the queue is topped up while the trainer waits.
     Deadline slice = Deadline::after_seconds(std::min(0.5, std::max(0.0, deadline.remaining_seconds())));
-    std::vector<ExperienceRecord> got = buffer_.take(n - out.size(), slice);
+    std::vector<ExperienceRecord> got;
+    if (!take_riding_outages(n - out.size(), slice, got)) {
+      if (deadline.expired()) break;
+      continue;
+    }
     acc_->set(Counter::kDuplicatesDropped, buffer_.stats().duplicates_dropped);
+    drop_dead_lineage(got);
+    for (const auto& [cursor, attempt] : requeue_) {
+      queue_.enqueue(factory_(cursor, attempt), Deadline::after_seconds(config_.call_timeout_seconds));
+      acc_->add(Counter::kTasksRequeued);
+    }
+    requeue_.clear();
     // Every task created and none left in the queue: nothing more can arrive (a filtered or
     // dropped tail leaves the batch short).
     if (got.empty() && exhausted() &&
@@ -111,16 +196,53 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
   return out;
 }
 
+bool AsyncController::take_riding_outages(size_t n, Deadline slice, std::vector<ExperienceRecord>& got) {
+  try {
+    got = buffer_.take(n, slice);
+  } catch (const Error& e) {
+    // A buffer that is down (Redis restarting, a network blip) is waited out for up to
+    // call_timeout_seconds, like every other call, instead of ending the run at once.
+    if (e.code() != ErrorCode::kUnavailable) throw;
+    const double now = now_seconds();
+    if (outage_since_ == 0) {
+      outage_since_ = now;
+      MOERL_LOG(WARN) << "controller: the experience buffer is unavailable (" << e.what() << "); waiting up to "
+                      << config_.call_timeout_seconds << " s for it";
+    }
+    if (now - outage_since_ > config_.call_timeout_seconds) {
+      throw Error("controller: the experience buffer has been unavailable for " +
+                      std::to_string(static_cast<int64_t>(now - outage_since_)) + " s; last: " + e.what(),
+                  "bring the queue service back (runtime.queue_url), or raise runtime.call_timeout_seconds to ride "
+                  "through longer outages",
+                  ErrorCode::kUnavailable);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return false;
+  }
+  if (outage_since_ != 0) {
+    MOERL_LOG(INFO) << "controller: the experience buffer is back after " << now_seconds() - outage_since_ << " s";
+    outage_since_ = 0;
+  }
+  return true;
+}
+
+int64_t AsyncController::task_budget() const {
+  // A stale group dropped (kDrop) is replaced by a fresh prompt, so the run still trains
+  // total_tasks groups; the count is in the accounting, so it survives a restart.
+  return config_.total_tasks +
+         (config_.stale.policy == StalePolicy::kDrop ? acc_->get(Counter::kStaleDropped) : 0);
+}
+
 bool AsyncController::exhausted() const {
-  return config_.total_tasks > 0 && static_cast<int64_t>(cursor_ - config_.first_cursor) >= config_.total_tasks;
+  return config_.total_tasks > 0 && static_cast<int64_t>(cursor_ - config_.first_cursor) >= task_budget();
 }
 
 bool AsyncController::finished(Deadline deadline) {
   if (config_.total_tasks == 0) return false;
   int64_t created = acc_->get(Counter::kTasksCreated);
-  if (created < config_.total_tasks) return false;
+  if (created < task_budget()) return false;
   int64_t dead = queue_.depth(deadline).dead;
-  return acc_->get(Counter::kTasksCompleted) + dead >= created;
+  return acc_->get(Counter::kTasksCompleted) + dead + acc_->get(Counter::kTasksAbandoned) >= created;
 }
 
 BufferSnapshot AsyncController::snapshot() {
@@ -137,6 +259,7 @@ void AsyncController::restore(const BufferSnapshot& snapshot, Deadline deadline)
   // Resume after whatever a previous life enqueued (Redis keeps it; in-process it is gone).
   const uint64_t queued_up_to = queue_.producer_cursor(deadline);
   cursor_ = std::max<uint64_t>({snapshot.data_cursor, queued_up_to, config_.first_cursor});
+  recorded_ = queued_up_to;
   if (!snapshot.extra.empty()) {
     auto j = nlohmann::json::parse(snapshot.extra, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) {
@@ -159,6 +282,21 @@ void AsyncController::restore(const BufferSnapshot& snapshot, Deadline deadline)
   }
   acc_->set(Counter::kTasksCreated, static_cast<int64_t>(cursor_ - config_.first_cursor));
   last_return_ = 0;
+}
+
+void AsyncController::recover_lost_writes(uint64_t recorded, Deadline deadline) {
+  const uint64_t from = std::max(recorded, config_.first_cursor);
+  MOERL_LOG(WARN) << "controller: the task queue's producer cursor is back at " << recorded << " after it had "
+                  << "confirmed " << recorded_ << ": its server lost its last writes (restarted from an older "
+                  << "AOF?); creating tasks " << from << ".." << cursor_ << " again and re-enqueueing "
+                  << regenerating_.size() << " regeneration(s)";
+  cursor_ = std::min(cursor_, from);
+  recorded_ = recorded;
+  // Copies of tasks that did reach the trainer before the loss are dropped as duplicates.
+  for (const auto& [id, at] : regenerating_) {
+    queue_.enqueue(factory_(at.first, at.second), deadline);
+    acc_->add(Counter::kTasksRequeued);
+  }
 }
 
 void AsyncController::requeue_lost(const BufferSnapshot& snapshot, uint64_t from, Deadline deadline) {

@@ -72,6 +72,33 @@ TEST(Controller, TopUpKeepsQueueAheadAndStopsAtTotal) {
   EXPECT_GT(r.trainer_idle_fraction, 0.0);
 }
 
+// Under kDrop a stale group is discarded and a fresh prompt replaces it: the run still
+// trains total_tasks groups (it used to end short, and the trainer with fewer steps).
+TEST(Controller, DroppedStaleGroupsAreReplacedByFreshPrompts) {
+  InProcessTaskQueue q;
+  InProcessExperienceBuffer b;
+  Accounting acc;
+  AsyncController ctl({.total_tasks = 6, .queue_ahead = 3, .stale = {.max_staleness = 1, .policy = StalePolicy::kDrop}},
+                      q, b, task_at, &acc);
+  ctl.top_up(soon());
+  EXPECT_EQ(serve(q, b, 0), 3);  // generated at version 0, trained at version 5: stale
+  EXPECT_TRUE(ctl.next_batch(3, 5, Deadline::after_seconds(0.3)).empty());
+  std::set<std::string> trained;
+  for (Deadline end = Deadline::after_seconds(30); !ctl.finished(soon()) && !end.expired();) {
+    serve(q, b, 5);
+    for (auto& r : ctl.next_batch(3, 5, Deadline::after_seconds(0.5))) {
+      EXPECT_TRUE(trained.insert(r.task_id).second) << "trained twice: " << r.task_id;
+    }
+  }
+  EXPECT_EQ(trained.size(), 6u);
+  EXPECT_EQ(trained.count("q0") + trained.count("q1") + trained.count("q2"), 0u);
+  AccountingReport r = ctl.report(soon());
+  EXPECT_EQ(r.get(Counter::kStaleDropped), 3);
+  EXPECT_EQ(r.get(Counter::kTasksCreated), 9);
+  EXPECT_EQ(r.get(Counter::kTasksCompleted), 9);
+  EXPECT_EQ(r.lost, 0);
+}
+
 TEST(Controller, RegeneratesStaleTasksWithNextAttempt) {
   InProcessTaskQueue q;
   InProcessExperienceBuffer b;
@@ -263,6 +290,43 @@ TEST_F(ControllerRedisTest, RestartResumesWithoutDuplicatesOrLoss) {
   EXPECT_EQ(rep.lost, 0) << rep.to_json().dump();
   EXPECT_EQ(q.stats().enqueued, static_cast<int64_t>(12 - cursor_at_crash))
       << "only tasks past the first life's cursor are new after the restart";
+}
+
+// redis-server SIGKILLed and back a second later (from its AOF): the trainer's next_batch
+// rides through the outage (it used to throw "XREADGROUP got no answer in 0.5 s" at once),
+// and gets the records the workers put once Redis is back.
+TEST_F(ControllerRedisTest, NextBatchRidesThroughARedisRestart) {
+  RedisUrl url = parse_redis_url(url_);
+  RedisTaskQueue q(url, "outage");
+  RedisExperienceBuffer b(url, "outage");
+  RedisTaskQueue worker_q(url, "outage");
+  RedisExperienceBuffer worker_b(url, "outage");
+  Accounting acc;
+  AsyncController ctl({.total_tasks = 4, .queue_ahead = 4, .call_timeout_seconds = 20}, q, b, task_at, &acc);
+  ctl.top_up(soon());
+  ASSERT_TRUE(ctl.next_batch(4, 0, Deadline::after_seconds(0.2)).empty());  // the group exists
+  std::vector<ExperienceRecord> got;
+  std::string error;
+  std::thread trainer([&] {
+    try {
+      for (Deadline d = Deadline::after_seconds(30); got.size() < 4 && !d.expired();) {
+        for (auto& r : ctl.next_batch(4 - got.size(), 0, Deadline::after_seconds(2))) got.push_back(std::move(r));
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  // Killed while the trainer blocks in XREADGROUP (where it spends its waits), back 1 s later.
+  // NOTE: restarted from this thread: redis-server gets SIGTERM when its forking thread ends.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server_->kill9();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  server_->restart(Deadline::after_seconds(15));
+  serve(worker_q, worker_b, 0);
+  trainer.join();
+  EXPECT_EQ(error, "") << "the trainer did not ride through a 1 s Redis restart";
+  EXPECT_EQ(got.size(), 4u);
+  EXPECT_EQ(ctl.report(soon()).lost, 0);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -26,6 +27,7 @@ struct BufferStats {
   int64_t put = 0;                 // records put by this client
   int64_t taken = 0;               // unique records handed to the trainer
   int64_t duplicates_dropped = 0;  // records whose (task_id, attempt) was already taken
+  int64_t quarantined = 0;         // records refused at take() since this process started
   int64_t available = 0;           // records waiting (in-process exact; Redis: fetched, not taken)
 };
 
@@ -48,6 +50,25 @@ struct BufferSnapshot {
   static BufferSnapshot decode(std::string_view bytes);
 };
 
+// A record take() refused: one that does not decode (bad CRC, truncation, unknown version,
+// inconsistent fields) or that the RecordCheck refused.
+struct QuarantinedRecord {
+  std::string entry_id;   // where it was (Redis: the stream entry id; in-process: "put-N")
+  std::string task_id;    // as the record (or, undecoded, the entry's `key` field) claims; may be empty
+  uint32_t attempt = 0;
+  bool decoded = false;   // false: task_id/attempt come from the entry's key field, unverified
+  uint64_t cursor = 0;    // the record's data cursor (decoded records only)
+  bool key_taken = false; // a record with this task_id#attempt was already handed out
+  std::string reason;
+};
+// Judges a decoded record at the trainer boundary: "" accepts it, else the reason it is
+// refused (runtime/record_check.h).
+using RecordCheck = std::function<std::string(const ExperienceRecord&)>;
+// Told of each refused record inside take(), before its next record is judged; returns true
+// to reserve the refused record's dedupe key (the caller regenerates the task under another
+// attempt, so a late copy of the refused one must not be trained). Must not block.
+using QuarantineHandler = std::function<bool(const QuarantinedRecord&)>;
+
 class ExperienceBuffer {
  public:
   virtual ~ExperienceBuffer() = default;
@@ -64,6 +85,17 @@ class ExperienceBuffer {
   // covers (Redis: XTRIM the experience stream below the cursor).
   virtual void checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) = 0;
   virtual BufferStats stats() const = 0;
+  // Records take() reads from now on are judged by `check` (empty: decode checks only); a
+  // refused one is not handed out: it is copied to the dead-letter store (Redis: stream
+  // NS:experience:quarantine with its id, key, reason and raw bytes), acked, counted, logged,
+  // and passed to `on_quarantine` (may be empty). A rewind to an older snapshot reads it
+  // again and judges it again. Call before the first take().
+  virtual void set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) = 0;
+  // The trainer life that reads from now on (its TrainerLease epoch). Redis reads through
+  // the consumer group "trainer-<epoch>" (restore() creates it and removes the groups of
+  // earlier lives), so a replaced trainer's last reads never move its successor's position.
+  // In-process: no effect. Call before restore().
+  virtual void set_epoch(uint64_t epoch) = 0;
 };
 
 }  // namespace moerl::runtime

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace moerl::runtime {
 namespace {
@@ -228,6 +229,10 @@ std::vector<ExperienceRecord> InProcessExperienceBuffer::take(size_t n, Deadline
     while (!ready_.empty() && out.size() < n) {
       ExperienceRecord r = std::move(ready_.front());
       ready_.pop_front();
+      if (std::string why = check_ ? check_(r) : ""; !why.empty()) {
+        quarantine(std::move(r), std::move(why));
+        continue;
+      }
       if (!seen_.insert(dedupe_key(r.task_id, r.attempt)).second) {
         ++stats_.duplicates_dropped;
         continue;
@@ -274,6 +279,32 @@ void InProcessExperienceBuffer::restore(const BufferSnapshot& snapshot, Deadline
     stats_.available = static_cast<int64_t>(ready_.size() + ungot_.size());
   }
   cv_.notify_all();
+}
+
+void InProcessExperienceBuffer::quarantine(ExperienceRecord r, std::string why) {
+  QuarantinedRecord q{.entry_id = "put-" + std::to_string(num_put_total_ - ready_.size()),
+                      .task_id = r.task_id,
+                      .attempt = r.attempt,
+                      .decoded = true,
+                      .cursor = r.cursor,
+                      .key_taken = seen_.count(dedupe_key(r.task_id, r.attempt)) > 0,
+                      .reason = std::move(why)};
+  MOERL_LOG(ERROR) << "experience record " << dedupe_key(q.task_id, q.attempt) << " (" << q.entry_id
+                   << ") quarantined: " << q.reason;
+  ++stats_.quarantined;
+  if (on_quarantine_ && on_quarantine_(q)) seen_.insert(dedupe_key(q.task_id, q.attempt));
+  quarantined_.push_back(std::move(r));
+}
+
+void InProcessExperienceBuffer::set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_ = std::move(check);
+  on_quarantine_ = std::move(on_quarantine);
+}
+
+std::vector<ExperienceRecord> InProcessExperienceBuffer::quarantined() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return quarantined_;
 }
 
 BufferStats InProcessExperienceBuffer::stats() const {

@@ -71,10 +71,18 @@ class InProcessExperienceBuffer : public ExperienceBuffer {
   void restore(const BufferSnapshot& snapshot, Deadline deadline) override;
   void checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) override {}
   BufferStats stats() const override;
+  void set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) override;
+  void set_epoch(uint64_t) override {}  // one process: nothing to fence
+  // Refused records, oldest first (the in-process dead-letter store).
+  std::vector<ExperienceRecord> quarantined() const;
 
  private:
+  void quarantine(ExperienceRecord r, std::string why);  // mu_ held
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  RecordCheck check_;                   // guarded by mu_
+  QuarantineHandler on_quarantine_;     // guarded by mu_
+  std::vector<ExperienceRecord> quarantined_;  // guarded by mu_
   std::deque<ExperienceRecord> ready_;  // put, not yet taken; guarded by mu_
   std::deque<ExperienceRecord> ungot_;  // handed back by the trainer; guarded by mu_
   std::set<std::string> seen_;          // dedupe keys handed out; guarded by mu_

@@ -42,7 +42,13 @@ std::string frame_record(const char magic[4], uint16_t version, const std::strin
 }
 
 std::string_view unframe_record(std::string_view bytes, const char magic[4], uint16_t version,
-                         const char* what) {
+                                const char* what) {
+  uint16_t got = 0;
+  return unframe_record(bytes, magic, version, version, &got, what);
+}
+
+std::string_view unframe_record(std::string_view bytes, const char magic[4], uint16_t min_version,
+                                uint16_t max_version, uint16_t* got_version, const char* what) {
   if (bytes.size() < kHeaderBytes) {
     bad(std::string(what) + ": " + std::to_string(bytes.size()) + " bytes is shorter than the " +
             std::to_string(kHeaderBytes) + "-byte header",
@@ -54,15 +60,17 @@ std::string_view unframe_record(std::string_view bytes, const char magic[4], uin
         "this is not a moerl " + std::string(what) + " (wrong stream or key?)");
   }
   ByteReader h(bytes.substr(4, kHeaderBytes - 4), what);
-  uint16_t got_version = h.get<uint16_t>();
+  uint16_t version = h.get<uint16_t>();
   uint16_t flags = h.get<uint16_t>();
   uint32_t len = h.get<uint32_t>();
   uint32_t crc = h.get<uint32_t>();
-  if (got_version != version) {
-    bad(std::string(what) + ": format version " + std::to_string(got_version) +
-            " is not supported (this build reads version " + std::to_string(version) + ")",
+  if (version < min_version || version > max_version) {
+    bad(std::string(what) + ": format version " + std::to_string(version) +
+            " is not supported (this build reads versions " + std::to_string(min_version) + " to " +
+            std::to_string(max_version) + ")",
         "run the same moerl build on every role (trainer, rollout workers)");
   }
+  *got_version = version;
   if (flags != 0) {
     bad(std::string(what) + ": header flags " + std::to_string(flags) +
             " are not defined in version " + std::to_string(version),
@@ -188,6 +196,15 @@ void validate(const ExperienceRecord& r) {
       fail(i, "finish reason " + std::to_string(reason) + " is not one of 0 stop, 1 length, 2 aborted");
     }
     if (!std::isfinite(s.reward)) fail(i, "reward is not finite");
+    if (!s.routed_experts.empty()) {
+      const size_t want = s.routed_tokens() * s.routing_layers * s.routing_top_k;
+      if (s.response_tokens.empty() || s.routed_experts.size() != want) {
+        fail(i, "routing replay holds " + std::to_string(s.routed_experts.size()) + " expert ids, expected " +
+                    std::to_string(want) + " (" + std::to_string(s.prompt_tokens.size()) + " prompt + " +
+                    std::to_string(s.response_tokens.size()) + " response tokens - 1, x " +
+                    std::to_string(s.routing_layers) + " layers x top-" + std::to_string(s.routing_top_k) + ")");
+      }
+    }
   }
 }
 
@@ -226,6 +243,39 @@ TaskUnit decode_task(std::string_view bytes) {
   return t;
 }
 
+namespace {
+
+// Routing replay ids (version 2): u16 layers, u16 top_k, u8 width (1: uint8 ids, every id
+// < 256; 2: uint16), then vec<u8 | u16>.
+void put_routing(ByteWriter& w, const Sample& s) {
+  w.put<uint16_t>(s.routing_layers);
+  w.put<uint16_t>(s.routing_top_k);
+  const bool narrow = std::all_of(s.routed_experts.begin(), s.routed_experts.end(), [](uint16_t e) { return e < 256; });
+  w.put<uint8_t>(narrow ? 1 : 2);
+  if (narrow) {
+    w.put_vector(std::vector<uint8_t>(s.routed_experts.begin(), s.routed_experts.end()));
+  } else {
+    w.put_vector(s.routed_experts);
+  }
+}
+
+void get_routing(ByteReader& r, Sample& s) {
+  s.routing_layers = r.get<uint16_t>();
+  s.routing_top_k = r.get<uint16_t>();
+  const uint8_t width = r.get<uint8_t>();
+  if (width == 1) {
+    std::vector<uint8_t> ids = r.get_vector<uint8_t>();
+    s.routed_experts.assign(ids.begin(), ids.end());
+  } else if (width == 2) {
+    s.routed_experts = r.get_vector<uint16_t>();
+  } else {
+    bad("experience record: routing id width " + std::to_string(width) + " is not 1 or 2",
+        "the record is corrupted or from a different build");
+  }
+}
+
+}  // namespace
+
 std::string encode_experience(const ExperienceRecord& rec) {
   validate(rec);
   ByteWriter w;
@@ -250,13 +300,15 @@ std::string encode_experience(const ExperienceRecord& rec) {
     }
     w.put<uint8_t>(static_cast<uint8_t>(s.finish_reason));
     w.put<double>(s.generate_seconds);
+    put_routing(w, s);
   }
   return frame_record(kExperienceMagic, kExperienceRecordVersion, w.bytes());
 }
 
 ExperienceRecord decode_experience(std::string_view bytes) {
   constexpr const char* kWhat = "experience record";
-  ByteReader r(unframe_record(bytes, kExperienceMagic, kExperienceRecordVersion, kWhat), kWhat);
+  uint16_t version = 0;
+  ByteReader r(unframe_record(bytes, kExperienceMagic, 1, kExperienceRecordVersion, &version, kWhat), kWhat);
   ExperienceRecord rec;
   rec.task_id = r.get_string();
   rec.attempt = r.get<uint32_t>();
@@ -284,6 +336,7 @@ ExperienceRecord decode_experience(std::string_view bytes) {
     }
     s.finish_reason = static_cast<FinishReason>(r.get<uint8_t>());
     s.generate_seconds = r.get<double>();
+    if (version >= 2) get_routing(r, s);
     rec.samples.push_back(std::move(s));
   }
   expect_consumed(r, kWhat);

@@ -47,6 +47,14 @@ struct Sample {
   std::vector<VersionSpan> version_spans;  // first start 0, strictly increasing starts
   FinishReason finish_reason = FinishReason::kStop;
   double generate_seconds = 0;
+  // Routing replay (R3): the experts the rollout's router chose for every token it fed through
+  // the model (the prompt, then every response token but the last, which is never fed), for
+  // each MoE layer, in its top-k slots; token-major [routed_tokens() x routing_layers x
+  // routing_top_k]. Empty when not recorded.
+  std::vector<uint16_t> routed_experts;
+  uint16_t routing_layers = 0;
+  uint16_t routing_top_k = 0;
+  size_t routed_tokens() const { return prompt_tokens.size() + response_tokens.size() - 1; }
 };
 
 // The result of one task unit: a group of samples with provenance and timing.
@@ -81,7 +89,7 @@ void validate(const TaskUnit& t);
 void validate(const ExperienceRecord& r);
 
 constexpr uint16_t kTaskRecordVersion = 1;
-constexpr uint16_t kExperienceRecordVersion = 1;
+constexpr uint16_t kExperienceRecordVersion = 2;  // 2 adds routing replay; 1 is still read
 
 std::string encode_task(const TaskUnit& t);
 TaskUnit decode_task(std::string_view bytes);

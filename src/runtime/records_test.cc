@@ -68,8 +68,8 @@ TEST(Records, RejectsCorruption) {
   flipped[good.size() - 3] ^= 0x40;
   expect_rejected(flipped, "checksum mismatch");
   std::string newer = good;
-  newer[4] = 2;
-  expect_rejected(newer, "format version 2 is not supported");
+  newer[4] = static_cast<char>(kExperienceRecordVersion + 1);
+  expect_rejected(newer, "format version " + std::to_string(kExperienceRecordVersion + 1) + " is not supported");
   expect_rejected(good.substr(0, good.size() - 1), "payload bytes");
   expect_rejected(good.substr(0, 10), "shorter than");
   expect_rejected(encode_task(random_task(rng)), "bad magic");

@@ -55,13 +55,28 @@ RedisReply convert(const redisReply* r) {
 }
 
 // Errors that mean "the server is up but not ready yet": retry like a lost connection.
+bool is_out_of_memory(const std::string& msg) { return msg.rfind("OOM ", 0) == 0; }
+
+// Replies that say "not now": retried with backoff until the deadline like a lost connection.
+// OOM (maxmemory reached under noeviction) is one: a full Redis pushes back on writers until
+// the trainer's trim frees memory, instead of failing them.
 bool is_transient_error(const std::string& msg) {
-  return msg.rfind("LOADING", 0) == 0 || msg.rfind("BUSY ", 0) == 0 ||
-         msg.rfind("TRYAGAIN", 0) == 0 || msg.rfind("MASTERDOWN", 0) == 0;
+  return msg.rfind("LOADING", 0) == 0 || msg.rfind("BUSY ", 0) == 0 || msg.rfind("TRYAGAIN", 0) == 0 ||
+         msg.rfind("MASTERDOWN", 0) == 0 || is_out_of_memory(msg);
 }
 
 std::string command_name(const std::vector<std::string>& argv) {
   return argv.empty() ? std::string("(empty)") : argv[0];
+}
+
+// Where the user:password part of a "scheme://" URL starts and ends ('@'); false when it has
+// none. The host part never holds '@', so a password may (the last '@' ends it).
+bool auth_span(const std::string& url, size_t* start, size_t* at) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return false;
+  *start = scheme + 3;
+  *at = url.rfind('@');
+  return *at != std::string::npos && *at >= *start;
 }
 
 }  // namespace
@@ -71,10 +86,25 @@ std::string RedisUrl::to_string() const {
          std::to_string(port) + "/" + std::to_string(db);
 }
 
+std::string redact_url(const std::string& url) {
+  size_t start = 0, at = 0;
+  if (!auth_span(url, &start, &at)) return url;
+  const size_t colon = url.find(':', start);
+  // "user:password@" keeps the user; "password@" (no colon) is all password.
+  const size_t pw = colon != std::string::npos && colon < at ? colon + 1 : start;
+  return url.substr(0, pw) + "***" + url.substr(at);
+}
+
+std::string strip_url_password(const std::string& url) {
+  size_t start = 0, at = 0;
+  return auth_span(url, &start, &at) ? url.substr(0, start) + url.substr(at + 1) : url;
+}
+
 RedisUrl parse_redis_url(const std::string& url) {
   auto bad = [&](const std::string& why) -> Error {
-    return Error("redis URL '" + url + "': " + why,
-                 "use redis://[:password@]host[:port][/db], e.g. redis://127.0.0.1:6379/0");
+    return Error("redis URL '" + redact_url(url) + "': " + why,
+                 "use redis://[:password@]host[:port][/db], e.g. redis://127.0.0.1:6379/0 (the password "
+                 "better in runtime.queue_password_file or MOERL_REDIS_PASSWORD)");
   };
   const std::string kScheme = "redis://";
   if (url.rfind(kScheme, 0) != 0) throw bad("must start with redis://");
@@ -234,6 +264,14 @@ RedisReply RedisClient::command(const std::vector<std::string>& argv, Deadline d
     std::this_thread::sleep_for(std::chrono::duration<double>(std::max(sleep_s, 0.0)));
     backoff = std::min(backoff * 2, options_.backoff_max_seconds);
     if (deadline.remaining_seconds() <= 0) break;
+  }
+  if (is_out_of_memory(last_error)) {
+    throw Error("redis " + url_.to_string() + ": " + command_name(argv) + " refused for " +
+                    std::to_string(now_seconds() - t0).substr(0, 6) + " s: the server is at its maxmemory (" +
+                    last_error + ")",
+                "the experience stream is trimmed behind committed checkpoints: set train.checkpoint_every so the "
+                "trainer checkpoints (and trims) often enough, or give Redis more memory ([redis] memory_gib)",
+                ErrorCode::kUnavailable);
   }
   throw Error("redis " + url_.to_string() + ": " + command_name(argv) + " got no answer in " +
                   std::to_string(now_seconds() - t0).substr(0, 6) + " s (" +

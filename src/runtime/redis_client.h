@@ -31,8 +31,14 @@ struct RedisUrl {
   int db = 0;
   std::string to_string() const;  // password masked
 };
-// "redis://[:password@]host[:port][/db]"; throws moerl::Error naming the URL on bad input.
+// "redis://[[user]:password@]host[:port][/db]"; throws moerl::Error naming the URL (password
+// redacted) on bad input.
 RedisUrl parse_redis_url(const std::string& url);
+// A URL fit for logs, errors and summaries: the password of redis://[user]:PASSWORD@host (or
+// redis://PASSWORD@host) is replaced by "***"; other URLs are returned unchanged.
+std::string redact_url(const std::string& url);
+// The URL without its password (and user): what a config written to disk may hold.
+std::string strip_url_password(const std::string& url);
 
 struct RedisReply {
   enum class Type { kNil, kString, kStatus, kError, kInteger, kArray };

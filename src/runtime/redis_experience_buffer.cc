@@ -1,6 +1,6 @@
 // RedisExperienceBuffer over Redis Streams: records appended with XADD, read by the trainer's
 // consumer group, deduplicated by (task_id, attempt), trimmed once a checkpoint holding the
-// read position is committed.
+// read position is committed; records refused at take() move to NS:experience:quarantine.
 #include "runtime/redis_queue.h"
 
 #include <algorithm>
@@ -17,12 +17,44 @@ RedisExperienceBuffer::RedisExperienceBuffer(const RedisUrl& url, const std::str
                                              std::string consumer, RedisOptions redis)
     : keys_(ns), consumer_(std::move(consumer)), reader_(url, redis), writer_(url, redis) {}
 
+std::string RedisExperienceBuffer::group() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return group_;
+}
+
+bool RedisExperienceBuffer::create_group(const std::string& group, const std::string& id, Deadline deadline) {
+  RedisReply r = writer_.command({"XGROUP", "CREATE", keys_.experience, group, id, "MKSTREAM"}, deadline);
+  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) == 0) return false;
+  throw_if_error(r, "XGROUP CREATE " + keys_.experience + " " + group + " " + id);
+  return true;
+}
+
 void RedisExperienceBuffer::ensure_group(Deadline deadline) {
-  RedisReply r = writer_.command(
-      {"XGROUP", "CREATE", keys_.experience, RedisKeys::kTrainerGroup, "0", "MKSTREAM"}, deadline);
-  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) {
-    throw_if_error(r, "XGROUP CREATE " + keys_.experience);
+  std::string from;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    from = cursor_;
   }
+  create_group(group(), from, deadline);
+}
+
+void RedisExperienceBuffer::remove_other_groups(Deadline deadline) {
+  RedisReply r = writer_.command_ok({"XINFO", "GROUPS", keys_.experience}, deadline);
+  const std::string mine = group();
+  for (const RedisReply& g : r.elements) {
+    for (size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+      if (g.elements[i].str != "name") continue;
+      const std::string& name = g.elements[i + 1].str;
+      if (name != mine && name.rfind(RedisKeys::kTrainerGroup, 0) == 0) {
+        writer_.command_ok({"XGROUP", "DESTROY", keys_.experience, name}, deadline);
+      }
+    }
+  }
+}
+
+void RedisExperienceBuffer::set_epoch(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  group_ = std::string(RedisKeys::kTrainerGroup) + "-" + std::to_string(epoch);
 }
 
 void RedisExperienceBuffer::put(const ExperienceRecord& record, Deadline deadline) {
@@ -50,9 +82,10 @@ std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline dea
       std::lock_guard<std::mutex> lock(mu_);
       from = cursor_;
     }
+    const std::string group = this->group();
     // First our own pending entries after the cursor: ones whose read reply was lost when the
     // connection dropped (the server had already moved the group past them).
-    RedisReply r = reader_.command({"XREADGROUP", "GROUP", RedisKeys::kTrainerGroup, consumer_,
+    RedisReply r = reader_.command({"XREADGROUP", "GROUP", group, consumer_,
                                     "COUNT", count, "STREAMS", keys_.experience, from},
                                    deadline);
     if (is_nogroup(r)) {
@@ -62,8 +95,7 @@ std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline dea
     throw_if_error(r, "XREADGROUP " + keys_.experience);
     std::vector<StreamEntry> entries = parse_read(r);
     if (entries.empty()) {
-      std::vector<std::string> argv = {"XREADGROUP", "GROUP", RedisKeys::kTrainerGroup, consumer_,
-                                       "COUNT", count};
+      std::vector<std::string> argv = {"XREADGROUP", "GROUP", group, consumer_, "COUNT", count};
       double block = 0;
       if (!deadline.expired()) {
         block = std::clamp(deadline.remaining_seconds(), 0.001, 0.5);
@@ -79,7 +111,8 @@ std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline dea
       throw_if_error(r, "XREADGROUP " + keys_.experience);
       entries = parse_read(r);
     }
-    std::vector<std::string> ack = {"XACK", keys_.experience, RedisKeys::kTrainerGroup};
+    std::vector<std::string> ack = {"XACK", keys_.experience, group};
+    std::vector<std::pair<QuarantinedRecord, const std::string*>> refused;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const StreamEntry& e : entries) {
@@ -87,22 +120,24 @@ std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline dea
         ack.push_back(e.id);
         const std::string* bytes = e.field("rec");
         if (bytes == nullptr) continue;  // deleted entry
-        ExperienceRecord rec;
-        try {
-          rec = decode_experience(*bytes);
-        } catch (const Error& err) {
-          ++corrupt_dropped_;
-          MOERL_LOG(ERROR) << "experience stream entry " << e.id << " dropped: " << err.what();
+        QuarantinedRecord q;
+        std::optional<ExperienceRecord> rec = admit(e.id, *bytes, e.field("key"), &q);
+        if (!rec) {
+          // NOTE: judged in order, so a later copy of a refused key in this same read is
+          // already a duplicate when the handler reserved the key.
+          if (on_quarantine_ && on_quarantine_(q)) seen_.insert(dedupe_key(q.task_id, q.attempt));
+          refused.emplace_back(std::move(q), bytes);
           continue;
         }
-        if (!seen_.insert(dedupe_key(rec.task_id, rec.attempt)).second) {
+        if (!seen_.insert(dedupe_key(rec->task_id, rec->attempt)).second) {
           ++stats_.duplicates_dropped;
           continue;
         }
         ++stats_.taken;
-        out.push_back(std::move(rec));
+        out.push_back(std::move(*rec));
       }
     }
+    for (const auto& [q, bytes] : refused) move_to_quarantine(q, *bytes, deadline);
     // NOTE: the trainer checkpoint (cursor + seen set), not the PEL, is the durable record of
     // what was consumed; the PEL only bridges a lost reply, so entries are acked at once.
     if (ack.size() > 3) reader_.command_ok(ack, deadline);
@@ -128,14 +163,13 @@ BufferSnapshot RedisExperienceBuffer::snapshot() {
 }
 
 void RedisExperienceBuffer::restore(const BufferSnapshot& snapshot, Deadline deadline) {
-  std::string cursor = snapshot.cursor.empty() ? "0-0" : snapshot.cursor;
-  RedisReply r = writer_.command(
-      {"XGROUP", "CREATE", keys_.experience, RedisKeys::kTrainerGroup, cursor, "MKSTREAM"}, deadline);
-  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) == 0) {
-    r = writer_.command({"XGROUP", "SETID", keys_.experience, RedisKeys::kTrainerGroup, cursor},
-                        deadline);
+  const std::string cursor = snapshot.cursor.empty() ? "0-0" : snapshot.cursor;
+  const std::string group = this->group();
+  if (!create_group(group, cursor, deadline)) {
+    throw_if_error(writer_.command({"XGROUP", "SETID", keys_.experience, group, cursor}, deadline),
+                   "rewinding " + keys_.experience + " to " + cursor);
   }
-  throw_if_error(r, "rewinding " + keys_.experience + " to " + cursor);
+  remove_other_groups(deadline);
   std::lock_guard<std::mutex> lock(mu_);
   cursor_ = cursor;
   seen_ = snapshot.seen;
@@ -159,9 +193,55 @@ BufferStats RedisExperienceBuffer::stats() const {
   return s;
 }
 
-int64_t RedisExperienceBuffer::corrupt_dropped() const {
+void RedisExperienceBuffer::set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) {
   std::lock_guard<std::mutex> lock(mu_);
-  return corrupt_dropped_;
+  check_ = std::move(check);
+  on_quarantine_ = std::move(on_quarantine);
+}
+
+std::optional<ExperienceRecord> RedisExperienceBuffer::admit(const std::string& entry_id, const std::string& bytes,
+                                                             const std::string* key, QuarantinedRecord* refused) {
+  refused->entry_id = entry_id;
+  try {
+    ExperienceRecord rec = decode_experience(bytes);
+    std::string why = check_ ? check_(rec) : "";
+    if (why.empty()) return rec;
+    refused->task_id = rec.task_id;
+    refused->attempt = rec.attempt;
+    refused->decoded = true;
+    refused->cursor = rec.cursor;
+    refused->reason = std::move(why);
+  } catch (const Error& err) {
+    refused->reason = err.message();
+    // The entry's key field ("task_id#attempt", written beside the bytes) says which task
+    // the undecodable record claims; unverified.
+    const size_t hash = key ? key->rfind('#') : std::string::npos;
+    if (hash != std::string::npos && hash > 0) {
+      const std::string digits = key->substr(hash + 1);
+      if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos) {
+        refused->task_id = key->substr(0, hash);
+        refused->attempt = static_cast<uint32_t>(std::stoul(digits));
+      }
+    }
+  }
+  refused->key_taken = !refused->task_id.empty() && seen_.count(dedupe_key(refused->task_id, refused->attempt)) > 0;
+  ++stats_.quarantined;
+  MOERL_LOG(ERROR) << "experience stream " << keys_.experience << " entry " << entry_id << " (task "
+                   << (refused->task_id.empty() ? std::string("unknown") : dedupe_key(refused->task_id, refused->attempt))
+                   << ") quarantined to " << keys_.quarantine << ": " << refused->reason;
+  return std::nullopt;
+}
+
+void RedisExperienceBuffer::move_to_quarantine(const QuarantinedRecord& q, const std::string& bytes,
+                                               Deadline deadline) {
+  const std::string key = q.task_id.empty() ? "" : dedupe_key(q.task_id, q.attempt);
+  // NOTE: the entry stays in NS:experience (acked; XTRIM frees it with the rest at the next
+  // checkpoint). A trainer rewound to an older checkpoint reads it again and decides the same
+  // way: reserves its key and re-creates its task, which a deleted entry would not (a late
+  // copy of the refused attempt would then train beside the re-created one).
+  writer_.command_ok({"XADD", keys_.quarantine, "MAXLEN", "~", "10000", "*", "id", q.entry_id, "key", key, "reason",
+                      q.reason, "rec", bytes},
+                     deadline);
 }
 
 }  // namespace moerl::runtime

@@ -83,6 +83,7 @@ RedisKeys::RedisKeys(const std::string& ns)
       dead(ns + ":tasks:dead"),
       producer_cursor(ns + ":tasks:cursor"),
       experience(ns + ":experience"),
+      quarantine(ns + ":experience:quarantine"),
       weights(ns + ":weights"),
       weights_latest(ns + ":weights:latest") {
   if (ns.empty() || ns.find_first_of(" \t\n{}") != std::string::npos) {

@@ -3,7 +3,8 @@
 //   NS:tasks          task stream (field "task" = encoded TaskUnit); group "rollout"
 //   NS:tasks:dead     dead-letter stream (fields "task", "deliveries", "worker")
 //   NS:tasks:cursor   the producer's next dataset index (enqueue_from)
-//   NS:experience     experience stream (fields "rec" = encoded ExperienceRecord, "key"); group "trainer"
+//   NS:experience     experience stream (fields "rec" = encoded ExperienceRecord, "key"); group
+//                     "trainer-<epoch>" per trainer life (set_epoch; "trainer" before one is set)
 //
 //   RedisTaskQueue q(parse_redis_url(url), "job42");
 //   auto leases = q.lease("pod-7", 1, 30, Deadline::after_seconds(5));
@@ -21,6 +22,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,7 +35,7 @@ namespace moerl::runtime {
 
 struct RedisKeys {
   explicit RedisKeys(const std::string& ns);
-  std::string tasks, dead, producer_cursor, experience, weights, weights_latest;
+  std::string tasks, dead, producer_cursor, experience, quarantine, weights, weights_latest;
   static constexpr const char* kTaskGroup = "rollout";
   static constexpr const char* kTrainerGroup = "trainer";
   static constexpr const char* kHandback = "__handback__";
@@ -95,20 +97,36 @@ class RedisExperienceBuffer : public ExperienceBuffer {
   // XTRIM MINID: frees stream entries older than the checkpoint's cursor.
   void checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) override;
   BufferStats stats() const override;
-  int64_t corrupt_dropped() const;
+  void set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) override;
+  void set_epoch(uint64_t epoch) override;
 
  private:
+  // Re-creates our group at the last id read (it vanished: removed by a successor, or a
+  // Redis that lost it), so reading goes on where it was.
   void ensure_group(Deadline deadline);
+  // XGROUP CREATE <group> at `id` (MKSTREAM); false when it already exists (BUSYGROUP).
+  bool create_group(const std::string& group, const std::string& id, Deadline deadline);
+  std::string group() const;  // group_, read under mu_
+  // XGROUP DESTROY every trainer group but ours (earlier lives').
+  void remove_other_groups(Deadline deadline);
+  // Judges one entry read by take() (mu_ held): the decoded record, or nullopt when it is
+  // refused (then *refused says why and which task it claims).
+  std::optional<ExperienceRecord> admit(const std::string& entry_id, const std::string& bytes,
+                                        const std::string* key, QuarantinedRecord* refused);
+  // XADD NS:experience:quarantine (id, key, reason, raw bytes).
+  void move_to_quarantine(const QuarantinedRecord& q, const std::string& bytes, Deadline deadline);
 
   const RedisKeys keys_;
   const std::string consumer_;
   RedisClient reader_;
   RedisClient writer_;
   mutable std::mutex mu_;  // guards everything below; never held across a blocking read
+  std::string group_ = RedisKeys::kTrainerGroup;
   std::string cursor_ = "0-0";           // last experience stream id read
   std::set<std::string> seen_;
   std::deque<ExperienceRecord> ungot_;
-  int64_t corrupt_dropped_ = 0;
+  RecordCheck check_;
+  QuarantineHandler on_quarantine_;
   BufferStats stats_;
 };
 

@@ -175,6 +175,40 @@ TEST_F(RedisQueueTest, CheckpointCommittedTrimsTheStream) {
   EXPECT_EQ(c.command_ok({"XLEN", "t6:experience"}, soon()).integer, 1);  // only the cursor entry
 }
 
+// A Redis at its maxmemory (noeviction) refuses writes with OOM: a put waits (backpressure)
+// and goes through once memory is freed, and at its deadline fails as "unavailable", which
+// the worker loop retries, naming the cause, instead of an I/O error that ends the worker.
+TEST_F(RedisQueueTest, OutOfMemoryIsBackpressureNotAnError) {
+  RedisClient admin(parse_redis_url(url_));
+  admin.command_ok({"CONFIG", "SET", "maxmemory-policy", "noeviction"}, soon());
+  // maxmemory 2 MiB above what the empty server uses; 4 MiB of ballast puts it over.
+  const std::string info = admin.command_ok({"INFO", "memory"}, soon()).str;
+  const size_t at = info.find("used_memory:");
+  ASSERT_NE(at, std::string::npos) << info;
+  const int64_t used = std::stoll(info.substr(at + 12));
+  admin.command_ok({"SET", "ballast", std::string(4 << 20, 'b')}, soon());
+  admin.command_ok({"CONFIG", "SET", "maxmemory", std::to_string(used + (2 << 20))}, soon());
+  RedisExperienceBuffer buf(parse_redis_url(url_), "oom");
+  TaskUnit t = make_task("t1", 1);
+  try {
+    buf.put(record_for(t, "w", 0), Deadline::after_seconds(0.5));
+    ADD_FAILURE() << "a put into a full Redis succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("maxmemory"), std::string::npos) << e.what();
+  }
+  std::thread freer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    RedisClient c(parse_redis_url(url_));
+    c.command_ok({"DEL", "ballast"}, soon());
+  });
+  const double t0 = now_seconds();
+  buf.put(record_for(t, "w", 0), soon());  // waits, then succeeds
+  EXPECT_GT(now_seconds() - t0, 0.4);
+  freer.join();
+  EXPECT_EQ(buf.take(1, soon()).size(), 1u);
+}
+
 TEST_F(RedisQueueTest, LatestWeightsLiveInAHash) {
   RedisWeightRegistry trainer(parse_redis_url(url_), "t8");
   trainer.publish(3, "s3://b/job/v3/manifest.json", soon());

@@ -1,16 +1,51 @@
 // [runtime] config parsing and the backend factory.
 #include "runtime/runtime_config.h"
 
+#include <fstream>
+#include <sstream>
+
+#include "base/env.h"
 #include "base/error.h"
 #include "runtime/in_process_queue.h"
 #include "runtime/redis_queue.h"
 
 namespace moerl::runtime {
 
+namespace {
+
+// The password, from the first of: queue_password_file, the URL, MOERL_REDIS_PASSWORD.
+std::string resolve_password(const RuntimeConfig& c, const std::string& table) {
+  const std::string in_url = parse_redis_url(c.queue_url).password;
+  if (!c.queue_password_file.empty()) {
+    if (!in_url.empty()) {
+      throw Error(table + ".queue_password_file = \"" + c.queue_password_file + "\" and a password inside " + table +
+                      ".queue_url = \"" + redact_url(c.queue_url) + "\": two passwords",
+                  "keep one: drop the password from the URL (redis://host:port/db) when the file holds it");
+    }
+    std::ifstream in(c.queue_password_file);
+    std::stringstream ss;
+    if (in) ss << in.rdbuf();
+    std::string pw = ss.str();
+    while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r')) pw.pop_back();
+    if (!in || pw.empty()) {
+      throw Error(table + ".queue_password_file = \"" + c.queue_password_file + "\" " +
+                      (in ? "is empty" : "cannot be read"),
+                  "mount the Redis password Secret there (one line, the password), or unset the key and pass the "
+                  "password in MOERL_REDIS_PASSWORD");
+    }
+    return pw;
+  }
+  if (!in_url.empty()) return in_url;
+  return env::get_or("MOERL_REDIS_PASSWORD", "");
+}
+
+}  // namespace
+
 RuntimeConfig RuntimeConfig::from_config(ConfigTable t) {
   RuntimeConfig c;
   c.mode = t.choice("mode", "sync", {"sync", "async"}) == "sync" ? RunMode::kSync : RunMode::kAsync;
   c.queue_url = t.string("queue_url", c.queue_url);
+  c.queue_password_file = t.string("queue_password_file", c.queue_password_file);
   c.ns = t.string("namespace", c.ns);
   c.lease_seconds = t.number("lease_seconds", c.lease_seconds, {.min = 0.05, .max = 86400});
   c.renew_seconds = t.number("renew_seconds", c.renew_seconds, {.min = 0, .max = 86400});
@@ -22,6 +57,7 @@ RuntimeConfig RuntimeConfig::from_config(ConfigTable t) {
   c.drain_seconds = t.number("drain_seconds", c.drain_seconds, {.min = 0.1, .max = 3600});
   c.drain_margin_seconds = t.number("drain_margin_seconds", c.drain_margin_seconds, {.min = 0, .max = 3600});
   c.call_timeout_seconds = t.number("call_timeout_seconds", c.call_timeout_seconds, {.min = 0.1, .max = 3600});
+  c.trainer_lease_seconds = t.number("trainer_lease_seconds", c.trainer_lease_seconds, {.min = 0.5, .max = 3600});
   ConfigTable spot = t.table("spot");
   c.spot_enabled = spot.boolean("enabled", c.spot_enabled);
   c.spot.metadata_url = spot.string("metadata_url", c.spot.metadata_url);
@@ -47,7 +83,13 @@ RuntimeConfig RuntimeConfig::from_config(ConfigTable t) {
   }
   c.backend();  // validates the URL
   c.spot.validate();
-  if (c.backend() == BackendKind::kRedis) RedisKeys keys(c.ns);  // validates the namespace
+  if (c.backend() == BackendKind::kRedis) {
+    RedisKeys keys(c.ns);  // validates the namespace
+    c.queue_password = resolve_password(c, t.path());
+  } else if (!c.queue_password_file.empty()) {
+    throw Error(t.path() + ".queue_password_file is set but queue_url = \"" + c.queue_url + "\" is not Redis",
+                "set queue_url = \"redis://host:6379/0\", or drop queue_password_file");
+  }
   return c;
 }
 
@@ -57,9 +99,15 @@ BackendKind RuntimeConfig::backend() const {
   return BackendKind::kRedis;
 }
 
+RedisUrl RuntimeConfig::redis_url() const {
+  RedisUrl u = parse_redis_url(queue_url);
+  u.password = queue_password;
+  return u;
+}
+
 nlohmann::json RuntimeConfig::to_json() const {
   return {{"mode", mode == RunMode::kSync ? "sync" : "async"},
-          {"queue_url", backend() == BackendKind::kRedis ? parse_redis_url(queue_url).to_string() : queue_url},
+          {"queue_url", backend() == BackendKind::kRedis ? redis_url().to_string() : queue_url},
           {"namespace", ns},
           {"lease_seconds", lease_seconds},
           {"renew_seconds", renew_seconds},
@@ -69,6 +117,7 @@ nlohmann::json RuntimeConfig::to_json() const {
           {"stale_policy", stale_policy_name(stale_policy)},
           {"publish_every", publish_every},
           {"drain_seconds", drain_seconds},
+          {"trainer_lease_seconds", trainer_lease_seconds},
           {"spot_enabled", spot_enabled},
           {"spot_metadata_url", spot.metadata_url}};
 }
@@ -82,7 +131,7 @@ RuntimeBackends open_backends(const RuntimeConfig& config, const std::string& tr
     b.weights = std::make_shared<InProcessWeightRegistry>();
     return b;
   }
-  RedisUrl url = parse_redis_url(config.queue_url);
+  RedisUrl url = config.redis_url();
   b.queue = std::make_shared<RedisTaskQueue>(url, config.ns, q);
   b.buffer = std::make_shared<RedisExperienceBuffer>(url, config.ns, trainer_consumer);
   b.weights = std::make_shared<RedisWeightRegistry>(url, config.ns);
@@ -101,13 +150,19 @@ WorkerLoopConfig worker_loop_config(const RuntimeConfig& config, const std::stri
   return w;
 }
 
-std::string redact_url(const std::string& url) {
-  const size_t scheme = url.find("://");
-  const size_t at = url.find('@', scheme == std::string::npos ? 0 : scheme + 3);
-  if (scheme == std::string::npos || at == std::string::npos) return url;
-  const size_t colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;  // user only, no password
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
+std::string without_queue_password(const std::string& toml, const RuntimeConfig& config) {
+  if (config.backend() != BackendKind::kRedis || parse_redis_url(config.queue_url).password.empty()) return toml;
+  const std::string url = config.queue_url, stripped = strip_url_password(url);
+  std::string out = toml;
+  for (size_t at = out.find(url); at != std::string::npos; at = out.find(url, at + stripped.size())) {
+    out.replace(at, url.size(), stripped);
+  }
+  if (out.find(config.queue_password) != std::string::npos) {
+    throw Error("runtime.queue_url = \"" + redact_url(url) +
+                    "\": cannot write the config to the run dir without its password (the URL is quoted differently)",
+                "pass the password in runtime.queue_password_file or MOERL_REDIS_PASSWORD, not in the URL");
+  }
+  return out;
 }
 
 }  // namespace moerl::runtime

@@ -4,6 +4,7 @@
 //   [runtime]
 //   mode = "async"                          # or "sync" (default)
 //   queue_url = "redis://127.0.0.1:6379/0"   # or "inprocess" (default)
+//   queue_password_file = "/etc/moerl/redis/password"   # else MOERL_REDIS_PASSWORD
 //   namespace = "job42"
 //   lease_seconds = 60
 //   max_staleness = 2
@@ -15,6 +16,9 @@
 //   RuntimeBackends b = open_backends(rc);   // in-process: share b across threads
 //   WorkerLoopConfig w = worker_loop_config(rc, "pod-3");
 // from_config throws moerl::Error naming the key on bad values and rejects unknown keys.
+// The Redis password comes from, in this order: queue_password_file (a mounted Secret), a
+// password inside queue_url (local use), the environment variable MOERL_REDIS_PASSWORD. It is
+// never logged or written: use redis_url() to connect, redact_url() to show a URL.
 #pragma once
 
 #include <memory>
@@ -22,6 +26,7 @@
 
 #include "base/config.h"
 #include "runtime/experience_buffer.h"
+#include "runtime/redis_client.h"
 #include "runtime/spot_watcher.h"
 #include "runtime/staleness.h"
 #include "runtime/task_queue.h"
@@ -36,7 +41,11 @@ enum class RunMode { kSync, kAsync };
 
 struct RuntimeConfig {
   RunMode mode = RunMode::kSync;   // "mode" in TOML: "sync" | "async"
-  std::string queue_url = "inprocess";
+  std::string queue_url = "inprocess";   // as configured; may hold a password (redact it)
+  std::string queue_password_file;        // "" = none; read once by from_config
+  // Resolved by from_config (file, URL, or MOERL_REDIS_PASSWORD; "" = no AUTH). Secret: never
+  // logged, serialised or written to disk.
+  std::string queue_password;
   std::string ns = "moerl";          // key namespace in Redis ("namespace" in TOML)
   double lease_seconds = 60;
   double renew_seconds = 0;          // 0 = lease_seconds / 3
@@ -51,11 +60,16 @@ struct RuntimeConfig {
   double drain_seconds = 90;
   double drain_margin_seconds = 2;
   double call_timeout_seconds = 30;
+  // One trainer per namespace (runtime/trainer_lease.h): a restarted trainer waits up to this
+  // long for a dead predecessor's lease; a trainer paused longer is replaced and stops.
+  double trainer_lease_seconds = 15;
   bool spot_enabled = false;
   SpotConfig spot;
 
   static RuntimeConfig from_config(ConfigTable table);
   BackendKind backend() const;
+  // The Redis server to connect to, with queue_password (Redis backend only).
+  RedisUrl redis_url() const;
   nlohmann::json to_json() const;
 };
 
@@ -73,8 +87,10 @@ RuntimeBackends open_backends(const RuntimeConfig& config,
 
 WorkerLoopConfig worker_loop_config(const RuntimeConfig& config, const std::string& worker_id);
 
-// A queue URL fit for logs and summaries: the password of redis://[user]:PASSWORD@host is
-// replaced by "***" (secrets are never logged).
-std::string redact_url(const std::string& url);
+// The effective config text (`toml`, as ConfigDoc::to_toml writes it) with the password
+// removed from runtime.queue_url, fit for RUN_DIR/config.toml: a process reading it back gets
+// the password from queue_password_file or MOERL_REDIS_PASSWORD. Throws moerl::Error when the
+// password cannot be removed (it still appears in the text).
+std::string without_queue_password(const std::string& toml, const RuntimeConfig& config);
 
 }  // namespace moerl::runtime

@@ -96,7 +96,10 @@ TEST(RedactUrl, HidesThePasswordOnly) {
   EXPECT_EQ(redact_url("redis://:s3cret@redis.ns.svc:6379/0"), "redis://:***@redis.ns.svc:6379/0");
   EXPECT_EQ(redact_url("redis://user:pw@127.0.0.1:6379"), "redis://user:***@127.0.0.1:6379");
   EXPECT_EQ(redact_url("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
-  EXPECT_EQ(redact_url("redis://user@host:6379"), "redis://user@host:6379");
+  // No colon: the parser takes all of it as the password, so all of it is hidden.
+  EXPECT_EQ(redact_url("redis://s3cret@host:6379"), "redis://***@host:6379");
+  EXPECT_EQ(redact_url("redis://:p@ss@host:6379"), "redis://:***@host:6379");
+  EXPECT_EQ(redact_url("amqp://u:s3cret@host"), "amqp://u:***@host");
   EXPECT_EQ(redact_url("inprocess"), "inprocess");
 }
 

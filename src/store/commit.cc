@@ -44,9 +44,9 @@ std::string Manifest::to_json() const {
 
 Manifest Manifest::parse(std::string_view text, const std::string& where) {
   auto bad = [&](const std::string& why) {
-    return Error("manifest " + where + ": " + why,
-                 "the commit is damaged or was written by another tool; do not use it (cleanup() ignores manifests)",
-                 ErrorCode::kIo);
+    return DamagedCommit("manifest " + where + ": " + why,
+                         "the commit is damaged or was written by another tool; do not use it (cleanup() ignores "
+                         "manifests)");
   };
   json j;
   try {
@@ -176,9 +176,9 @@ CommitReader CommitReader::open(ObjectStore& store, const std::string& prefix_in
     for (const auto& e : m.objects) {
       auto h = store.head(join_key(prefix, e.name));
       if (!h || h->size != e.size) {
-        throw Error("commit " + store.uri() + "/" + prefix + ": shard '" + e.name + "' is " +
+        throw DamagedCommit("commit " + store.uri() + "/" + prefix + ": shard '" + e.name + "' is " +
                         (h ? std::to_string(h->size) + " bytes, manifest says " + std::to_string(e.size) : "missing"),
-                    "the commit was damaged after it was written; use an older commit", ErrorCode::kIo);
+                    "the commit was damaged after it was written; use an older commit");
       }
     }
   }
@@ -243,9 +243,9 @@ std::string CommitReader::get_bytes(const std::string& name) {
   const CommitEntry& e = entry(name);
   std::string data = store_->get(join_key(prefix(), name));
   if (data.size() != e.size || io::sha256_hex(data) != e.sha256) {
-    throw Error("commit " + store_->uri() + "/" + prefix() + ": shard '" + name + "' does not match its manifest (size " +
+    throw DamagedCommit("commit " + store_->uri() + "/" + prefix() + ": shard '" + name + "' does not match its manifest (size " +
                     std::to_string(data.size()) + " vs " + std::to_string(e.size) + ", or sha256)",
-                "the shard was altered after commit; use an older commit", ErrorCode::kIo);
+                "the shard was altered after commit; use an older commit");
   }
   return data;
 }
@@ -257,9 +257,9 @@ void CommitReader::get_file(const std::string& name, const std::string& path) {
   std::string sha = io::sha256_file_hex(path, &size);
   if (size != e.size || sha != e.sha256) {
     ::unlink(path.c_str());
-    throw Error("commit " + store_->uri() + "/" + prefix() + ": shard '" + name + "' does not match its manifest (size " +
+    throw DamagedCommit("commit " + store_->uri() + "/" + prefix() + ": shard '" + name + "' does not match its manifest (size " +
                     std::to_string(size) + " vs " + std::to_string(e.size) + ", or sha256)",
-                "the shard was altered after commit; use an older commit", ErrorCode::kIo);
+                "the shard was altered after commit; use an older commit");
   }
 }
 
@@ -309,7 +309,8 @@ CleanupReport cleanup(ObjectStore& store, const std::string& root, double grace_
   return report;
 }
 
-std::vector<std::string> retain_latest(ObjectStore& store, const std::string& root, size_t keep) {
+std::vector<std::string> retain_latest(ObjectStore& store, const std::string& root, size_t keep,
+                                       const std::set<std::string>& pinned) {
   auto commits = list_commits(store, root);
   std::string pointed;
   try {
@@ -320,7 +321,7 @@ std::vector<std::string> retain_latest(ObjectStore& store, const std::string& ro
   if (commits.size() <= keep) return removed;
   for (size_t i = 0; i + keep < commits.size(); ++i) {
     const std::string& p = commits[i];
-    if (p == pointed) continue;
+    if (p == pointed || pinned.count(p)) continue;
     store.remove(join_key(p, kManifestName));  // first: the commit disappears atomically
     for (const auto& o : store.list(p + "/")) store.remove(o.key);
     removed.push_back(p);

@@ -23,10 +23,12 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "store/object_store.h"
 
 namespace moerl::store {
@@ -85,6 +87,14 @@ class CommitWriter {
 
 enum class Verify { kSizes, kNone };
 
+// A commit whose bytes no longer match its manifest (a shard missing, resized or altered, a
+// manifest that fails its checksum): the data is damaged, not unreachable. Readers may fall
+// back to an older commit on this error, never on a store that is merely down.
+class DamagedCommit : public Error {
+ public:
+  DamagedCommit(std::string message, std::string hint) : Error(std::move(message), std::move(hint), ErrorCode::kIo) {}
+};
+
 class CommitReader {
  public:
   // Reads and checks PREFIX's manifest; kSizes also HEADs every shard and compares sizes.
@@ -127,7 +137,9 @@ struct CleanupReport {
 CleanupReport cleanup(ObjectStore& store, const std::string& root, double grace_seconds);
 
 // Deletes all but the newest `keep` commits under root (by name): manifest first, then shards,
-// so a reader sees a commit whole or not at all. Returns the prefixes removed.
-std::vector<std::string> retain_latest(ObjectStore& store, const std::string& root, size_t keep);
+// so a reader sees a commit whole or not at all. Commits in `pinned` (prefixes) and the one
+// ROOT/latest points at are kept too. Returns the prefixes removed.
+std::vector<std::string> retain_latest(ObjectStore& store, const std::string& root, size_t keep,
+                                       const std::set<std::string>& pinned = {});
 
 }  // namespace moerl::store

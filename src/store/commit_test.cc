@@ -236,6 +236,17 @@ TEST(Commit, LocalCleanupAbortsStaleTempFilesAndRetentionKeepsNewest) {
   EXPECT_EQ(read_whole(s, tmp), 4);
 }
 
+// A pinned commit (a KL reference's checkpoint) survives retention however old it is.
+TEST(Commit, RetentionKeepsPinnedCommits) {
+  TempDir root, tmp;
+  LocalStore s(root.path());
+  for (int v = 1; v <= 4; ++v) write_version(s, tmp, v);
+  auto removed = retain_latest(s, "ckpt", 1, {"ckpt/step-1001"});
+  EXPECT_EQ(removed, (std::vector<std::string>{"ckpt/step-1002", "ckpt/step-1003"}));
+  EXPECT_EQ(list_commits(s, "ckpt"), (std::vector<std::string>{"ckpt/step-1001", "ckpt/step-1004"}));
+  EXPECT_EQ(CommitReader::open(s, "ckpt/step-1001").get_bytes("state/rng.json"), "{\"step\":1}");
+}
+
 TEST(Commit, BadNamesAreRejected) {
   MemoryStore s("names");
   EXPECT_THROW(CommitWriter(s, ""), Error);

@@ -1,4 +1,7 @@
-// Task "addition": "a+b=" -> decimal sum, a and b uniform in [0, 10^digits).
+// Task "addition": "a+b=" -> decimal sum, a and b uniform in [0, 10^digits). With
+// teacher_carry_error = p, the SFT demonstration of a problem is, with probability p, the
+// sum a teacher who forgets every carry writes (58+67 -> "15"); rewards always check the
+// true sum, so RL can do better than imitation.
 #include <string>
 
 #include "tasks/builtin_tasks.h"
@@ -7,6 +10,13 @@
 namespace moerl::tasks {
 
 namespace {
+
+// Digit-wise sum mod 10: the carry-forgetting teacher's answer (leading zeros dropped).
+int64_t sum_without_carries(int64_t a, int64_t b) {
+  int64_t out = 0;
+  for (int64_t place = 1; a > 0 || b > 0; place *= 10, a /= 10, b /= 10) out += ((a % 10 + b % 10) % 10) * place;
+  return out;
+}
 
 bool all_digits(std::string_view s) {
   if (s.empty()) return false;
@@ -18,7 +28,8 @@ bool all_digits(std::string_view s) {
 
 class AdditionTask : public GeneratedTask {
  public:
-  AdditionTask(int digits, const TaskCommon& common) : GeneratedTask("addition", common), digits_(digits) {
+  AdditionTask(int digits, double teacher_carry_error, const TaskCommon& common)
+      : GeneratedTask("addition", common), digits_(digits), teacher_carry_error_(teacher_carry_error) {
     for (int i = 0; i < digits; ++i) limit_ *= 10;
     check_splits();
   }
@@ -29,7 +40,11 @@ class AdditionTask : public GeneratedTask {
  protected:
   Problem generate(Rng& rng) const override {
     int64_t a = rng.uniform(0, limit_ - 1), b = rng.uniform(0, limit_ - 1);
-    return Problem{std::to_string(a) + "+" + std::to_string(b) + "=", std::to_string(a + b)};
+    Problem p{std::to_string(a) + "+" + std::to_string(b) + "=", std::to_string(a + b)};
+    if (teacher_carry_error_ > 0 && static_cast<double>(rng.below(1u << 30)) < teacher_carry_error_ * (1u << 30)) {
+      p.demonstration = std::to_string(sum_without_carries(a, b));
+    }
+    return p;
   }
   // A number of at most digits + 1 digits.
   bool well_formed(const TaskItem&, std::string_view a) const override {
@@ -38,6 +53,7 @@ class AdditionTask : public GeneratedTask {
 
  private:
   int digits_;
+  double teacher_carry_error_;
   int64_t limit_ = 1;
 };
 
@@ -45,7 +61,8 @@ class AdditionTask : public GeneratedTask {
 
 std::unique_ptr<Task> make_addition_task(ConfigTable& t, const TaskCommon& common) {
   int digits = static_cast<int>(t.integer("digits", 2, {.min = 1, .max = 9}));
-  return std::make_unique<AdditionTask>(digits, common);
+  double teacher_carry_error = t.number("teacher_carry_error", 0.0, {.min = 0.0, .max = 1.0});
+  return std::make_unique<AdditionTask>(digits, teacher_carry_error, common);
 }
 
 }  // namespace moerl::tasks

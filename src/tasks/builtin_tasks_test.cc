@@ -67,6 +67,36 @@ TEST(BuiltinTasks, HeldOutDisjointFromTrainAndWithinLimits) {
   }
 }
 
+// The carry-forgetting teacher: the same prompts and rewards, the demonstration of a chosen
+// share of problems summed digit by digit mod 10 (and rewarded as wrong when that differs).
+TEST(Addition, TeacherCarryErrorChangesOnlyTheDemonstrations) {
+  auto exact = build("[task]\nname = \"addition\"\ndigits = 2\n");
+  auto always = build("[task]\nname = \"addition\"\ndigits = 2\nteacher_carry_error = 1.0\n");
+  auto half = build("[task]\nname = \"addition\"\ndigits = 2\nteacher_carry_error = 0.5\n");
+  int carries = 0, half_wrong = 0;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const TaskItem e = exact->item(Split::kTrain, i), a = always->item(Split::kTrain, i), h = half->item(Split::kTrain, i);
+    ASSERT_EQ(e.prompt, a.prompt);
+    ASSERT_EQ(e.prompt, h.prompt);
+    ASSERT_EQ(e.answer, a.answer);
+    EXPECT_EQ(e.demonstration, "");
+    EXPECT_EQ(e.sft_target(), e.answer);
+    const size_t plus = e.prompt.find('+');
+    const int x = std::stoi(e.prompt.substr(0, plus)), y = std::stoi(e.prompt.substr(plus + 1));
+    const int no_carry = (x % 10 + y % 10) % 10 + 10 * ((x / 10 + y / 10) % 10);
+    ASSERT_EQ(a.sft_target(), std::to_string(no_carry)) << e.prompt;
+    const bool carry = no_carry != x + y;
+    carries += carry;
+    EXPECT_EQ(always->reward(a, a.sft_target()), carry ? 0.0 : 1.0) << e.prompt;
+    ASSERT_TRUE(h.sft_target() == e.answer || h.sft_target() == a.sft_target()) << e.prompt;
+    half_wrong += h.sft_target() != e.answer;
+  }
+  EXPECT_EQ(always->item(Split::kTrain, 0).id, exact->item(Split::kTrain, 0).id);
+  // 1 - 0.55^2 ~ 70% of 2-digit problems carry somewhere; half of those are taught wrong.
+  EXPECT_NEAR(carries, 1395, 100);
+  EXPECT_NEAR(half_wrong, carries / 2, carries / 10);
+}
+
 TEST(Addition, PromptsAndVerifier) {
   auto task = build("[task]\nname = \"addition\"\ndigits = 2\nformat_reward = 0.1\n");
   for (const TaskItem& it : task->items(Split::kTrain, 0, 200)) {

@@ -21,7 +21,7 @@ TaskItem GeneratedTask::item(Split split, uint64_t index) const {
     Problem p = generate(rng);
     if (is_held_out(p.prompt, common_.held_out_fraction) == want_held_out) {
       return TaskItem{name_ + "/" + split_name(split) + "/" + std::to_string(index),
-                      std::move(p.prompt), std::move(p.answer)};
+                      std::move(p.prompt), std::move(p.answer), std::move(p.demonstration)};
     }
   }
   std::ostringstream os;

@@ -14,6 +14,7 @@ namespace moerl::tasks {
 struct Problem {
   std::string prompt;
   std::string answer;
+  std::string demonstration;  // TaskItem::demonstration
 };
 
 class GeneratedTask : public Task {

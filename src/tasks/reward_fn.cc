@@ -1,4 +1,4 @@
-// Verifier-backed RewardFn and the reward-function registry.
+// Verifier-backed RewardFn and the reward-function registry (built in: verifier, http).
 #include "tasks/reward_fn.h"
 
 #include <cmath>
@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/error.h"
+#include "tasks/http_reward.h"
 
 namespace moerl::tasks {
 
@@ -62,6 +63,9 @@ Registry& registry() {
     auto* reg = new Registry;
     reg->factories["verifier"] = [](ConfigTable&, std::shared_ptr<const Task> task) {
       return std::make_unique<VerifierRewardFn>(std::move(task));
+    };
+    reg->factories["http"] = [](ConfigTable& t, std::shared_ptr<const Task> task) {
+      return std::make_unique<HttpRewardFn>(read_http_reward_config(t, task ? task->name() : ""));
     };
     return reg;
   }();

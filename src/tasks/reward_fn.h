@@ -1,5 +1,6 @@
-// RewardFn: how the trainer turns (item, completion) pairs into rewards. Either a task's
-// rule-based verifier (built in, kind "verifier") or a plug-in such as a scoring model
+// RewardFn: how the trainer turns (item, completion) pairs into rewards. A task's rule-based
+// verifier (built in, kind "verifier"), a remote service (built in, kind "http":
+// tasks/http_reward.h), or a plug-in such as a scoring model
 // (a moerl checkpoint with a value head), registered at startup by the part that owns the
 // model: tasks/ must not depend on the model.
 //
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +38,9 @@ class RewardFn {
                                     const std::vector<std::string>& completions) = 0;
   // Where rewards lie (documented per implementation).
   virtual RewardRange range() const { return {}; }
+  // Named sub-scores the reward reported (e.g. a service's extra_logs), each averaged over the
+  // items scored since the last call; empty for kinds that report none.
+  virtual std::map<std::string, double> drain_extra_logs() { return {}; }
 };
 
 // The task's own verifier: rewards in [0, 1], deterministic, thread-safe.

@@ -25,7 +25,12 @@ const char* split_name(Split split);
 struct TaskItem {
   std::string id;      // stable name, e.g. "addition/train/17" or "data.jsonl:12"
   std::string prompt;  // what the policy sees
-  std::string answer;  // one reference answer (SFT target; verifiers may accept others)
+  std::string answer;  // one reference answer (verifiers may accept others)
+  // The SFT target when the task's demonstrations come from an imperfect teacher (addition's
+  // teacher_carry_error); empty: the reference answer.
+  std::string demonstration;
+
+  const std::string& sft_target() const { return demonstration.empty() ? answer : demonstration; }
 };
 
 struct TaskLimits {

@@ -7,11 +7,20 @@
 
 namespace moerl::train {
 
+namespace {
+
+bool is_low_precision(const at::Tensor& p) {
+  return p.scalar_type() == at::kBFloat16 || p.scalar_type() == at::kHalf;
+}
+
+}  // namespace
+
 AdamW::AdamW(std::map<std::string, at::Tensor> params, AdamWConfig cfg)
     : params_(std::move(params)), cfg_(cfg) {
   for (const auto& [name, p] : params_) {
     exp_avg_[name] = at::zeros_like(p, at::TensorOptions().dtype(at::kFloat));
     exp_avg_sq_[name] = at::zeros_like(p, at::TensorOptions().dtype(at::kFloat));
+    if (is_low_precision(p)) master_[name] = p.detach().to(at::kFloat).clone();
   }
 }
 
@@ -48,8 +57,11 @@ void AdamW::step(double lr) {
     v.mul_(cfg_.beta2).addcmul_(g32, g32, 1.0 - cfg_.beta2);
     at::Tensor denom = (v / bc2).sqrt_().add_(cfg_.eps);
     at::Tensor update = (m / bc1) / denom;
-    if (cfg_.weight_decay > 0) p.mul_(1.0 - lr * cfg_.weight_decay);
-    p.sub_(update.to(p.scalar_type()), lr);
+    auto master = master_.find(name);
+    at::Tensor& w = master == master_.end() ? p : master->second;  // what the update lands on
+    if (cfg_.weight_decay > 0) w.mul_(1.0 - lr * cfg_.weight_decay);
+    w.sub_(update.to(w.scalar_type()), lr);
+    if (master != master_.end()) p.copy_(w);  // round the float32 master into the parameter
   }
 }
 
@@ -66,6 +78,7 @@ std::map<std::string, at::Tensor> AdamW::state() const {
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, m] : exp_avg_) out["exp_avg." + name] = m;
   for (const auto& [name, v] : exp_avg_sq_) out["exp_avg_sq." + name] = v;
+  for (const auto& [name, w] : master_) out["master." + name] = w;
   out["step"] = at::full({1}, step_, at::kLong);
   return out;
 }
@@ -85,6 +98,10 @@ void AdamW::load_state(const std::map<std::string, at::Tensor>& state) {
   };
   for (auto& [name, m] : exp_avg_) m = get("exp_avg." + name, m);
   for (auto& [name, v] : exp_avg_sq_) v = get("exp_avg_sq." + name, v);
+  for (auto& [name, w] : master_) {
+    // Older states have no masters: start them from the (restored) parameter.
+    w = state.count("master." + name) ? get("master." + name, w) : params_.at(name).detach().to(at::kFloat).clone();
+  }
   auto it = state.find("step");
   if (it == state.end()) throw Error("optimizer state: missing 'step'", "the checkpoint is incomplete");
   step_ = it->second.item<int64_t>();

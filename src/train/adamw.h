@@ -1,6 +1,9 @@
 // AdamW over a named parameter map (the model's HF-named leaves), with global-norm
-// gradient clipping. State (moments, step) is plain named tensors so checkpoints store
-// it as safetensors and resume bit for bit.
+// gradient clipping. Mixed precision as peers do it: moments are float32 always, and a
+// parameter stored in a low precision (bf16, fp16) gets a float32 master copy that the
+// update is applied to; the parameter is the master rounded after every step, so updates
+// smaller than the parameter's rounding step still accumulate. State (moments, masters,
+// step) is plain named tensors so checkpoints store it as safetensors and resume bit for bit.
 //
 //   AdamW opt(params, {.lr = 1e-3, .weight_decay = 0.01});
 //   loss.backward(); double norm = opt.clip_grad_norm(1.0); opt.step(lr); opt.zero_grad();
@@ -33,7 +36,9 @@ class AdamW {
   void zero_grad();
   int64_t num_steps() const { return step_; }
 
-  // Named state for checkpoints: "exp_avg.<param>", "exp_avg_sq.<param>", "step" ([1] int64).
+  // Named state for checkpoints: "exp_avg.<param>", "exp_avg_sq.<param>", "master.<param>"
+  // (low-precision parameters only) and "step" ([1] int64). A state without masters (written
+  // before they existed) loads with masters taken from the parameters.
   std::map<std::string, at::Tensor> state() const;
   void load_state(const std::map<std::string, at::Tensor>& state);
 
@@ -41,6 +46,7 @@ class AdamW {
   std::map<std::string, at::Tensor> params_;
   std::map<std::string, at::Tensor> exp_avg_;
   std::map<std::string, at::Tensor> exp_avg_sq_;
+  std::map<std::string, at::Tensor> master_;  // float32 copies of low-precision parameters
   AdamWConfig cfg_;
   int64_t step_ = 0;
 };

@@ -66,6 +66,23 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   return s;
 }
 
+std::set<std::string> TrainerState::pinned_commits() const {
+  std::set<std::string> out;
+  auto it = extra.find("reference");
+  if (it != extra.end() && it->is_string()) out.insert(it->get<std::string>());
+  return out;
+}
+
+std::string fetch_commit_model(store::CommitReader& r, const std::string& scratch_dir) {
+  fs::path dir = fs::path(scratch_dir) / "model";
+  remove_tree(dir.string());
+  fs::create_directories(dir);
+  for (const std::string& name : r.names()) {
+    if (name.rfind("model/", 0) == 0) r.get_file(name, (fs::path(scratch_dir) / name).string());
+  }
+  return dir.string();
+}
+
 std::string save_checkpoint(store::ObjectStore& store, const std::string& root, const TrainerState& state,
                             const model::Model& policy, const model::Tokenizer& tokenizer,
                             PolicyTrainer& trainer, int64_t keep) {
@@ -94,36 +111,69 @@ std::string save_checkpoint(store::ObjectStore& store, const std::string& root, 
   }
   w.put_bytes(kStateFile, state.to_json().dump(2));
   w.commit({{"rl_step", state.rl_step}, {"sft_step", state.sft_step}});
-  store::retain_latest(store, root, static_cast<size_t>(std::max<int64_t>(1, keep)));
+  store::retain_latest(store, root, static_cast<size_t>(std::max<int64_t>(1, keep)), state.pinned_commits());
   return w.prefix();
 }
 
-std::optional<LoadedCheckpoint> load_latest_checkpoint(store::ObjectStore& store, const std::string& root,
-                                                       const std::string& scratch_dir) {
-  std::optional<store::CommitReader> r = store::CommitReader::latest(store, root);
-  if (!r) return std::nullopt;
+namespace {
+
+LoadedCheckpoint load_commit(store::CommitReader& r, store::ObjectStore& store, const std::string& scratch_dir) {
   LoadedCheckpoint ck;
-  ck.prefix = r->prefix();
+  ck.prefix = r.prefix();
   std::string where = store.uri() + "/" + ck.prefix;
-  ck.state = TrainerState::from_json(nlohmann::json::parse(r->get_bytes(kStateFile), nullptr, false), where);
-  fs::path dir = fs::path(scratch_dir) / "model";
-  remove_tree(dir.string());
-  fs::create_directories(dir);
-  for (const std::string& name : r->names()) {
-    if (name.rfind("model/", 0) == 0) r->get_file(name, (fs::path(scratch_dir) / name).string());
-  }
-  ck.model_dir = dir.string();
+  ck.state = TrainerState::from_json(nlohmann::json::parse(r.get_bytes(kStateFile), nullptr, false), where);
+  ck.model_dir = fetch_commit_model(r, scratch_dir);
   fs::path opt = fs::path(scratch_dir) / kOptimizerFile;
-  r->get_file(kOptimizerFile, opt.string());
+  r.get_file(kOptimizerFile, opt.string());
   ck.optimizer = io::load_tensors(opt.string());
-  if (r->has(kValueHeadFile)) {
+  if (r.has(kValueHeadFile)) {
     fs::path vh = fs::path(scratch_dir) / kValueHeadFile;
-    r->get_file(kValueHeadFile, vh.string());
+    r.get_file(kValueHeadFile, vh.string());
     ck.value_head = io::load_tensors(vh.string());
   }
   MOERL_LOG(INFO) << "checkpoint: loaded " << where << " (rl step " << ck.state.rl_step << ", sft step "
                   << ck.state.sft_step << ")";
   return ck;
+}
+
+}  // namespace
+
+std::optional<LoadedCheckpoint> load_latest_checkpoint(store::ObjectStore& store, const std::string& root,
+                                                       const std::string& scratch_dir) {
+  std::optional<store::CommitReader> newest;
+  std::string damaged;  // the first damaged commit, for the warning and the final error
+  try {
+    newest = store::CommitReader::latest(store, root);
+  } catch (const store::DamagedCommit& e) {
+    damaged = e.what();
+  }
+  if (newest) {
+    try {
+      return load_commit(*newest, store, scratch_dir);
+    } catch (const store::DamagedCommit& e) {
+      damaged = e.what();
+    }
+  }
+  // A damaged newest commit: the previous complete one, newest first (names sort by step).
+  const std::vector<std::string> commits = store::list_commits(store, root);
+  for (auto it = commits.rbegin(); it != commits.rend(); ++it) {
+    if (newest && *it >= newest->prefix()) continue;
+    try {
+      store::CommitReader r = store::CommitReader::open(store, *it);
+      LoadedCheckpoint ck = load_commit(r, store, scratch_dir);
+      MOERL_LOG(WARN) << "checkpoint: the newest checkpoint is damaged (" << damaged << "); resumed from the previous "
+                      << "complete one, " << store.uri() << "/" << *it
+                      << " (HINT: the damaged commit stays for inspection; `moerl store cleanup` removes it)";
+      return ck;
+    } catch (const store::DamagedCommit& e) {
+      MOERL_LOG(WARN) << "checkpoint: " << store.uri() << "/" << *it << " is damaged too (" << e.what() << ")";
+    }
+  }
+  if (!damaged.empty()) {
+    throw Error("checkpoint: every checkpoint under " + store.uri() + "/" + root + " is damaged; the newest: " + damaged,
+                "restore the store from a backup, or start a fresh run (--fresh)", ErrorCode::kIo);
+  }
+  return std::nullopt;
 }
 
 void restore(const LoadedCheckpoint& ck, model::Model& policy, PolicyTrainer& trainer) {

@@ -15,12 +15,17 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "store/object_store.h"
 #include "train/policy_trainer.h"
+
+namespace moerl::store {
+class CommitReader;
+}
 
 namespace moerl::train {
 
@@ -35,6 +40,9 @@ struct TrainerState {
 
   nlohmann::json to_json() const;
   static TrainerState from_json(const nlohmann::json& j, const std::string& where);
+  // Commits this state depends on, kept by retention: the KL reference's checkpoint
+  // (extra["reference"], a commit prefix).
+  std::set<std::string> pinned_commits() const;
 };
 
 // Commits "ROOT/step-<rl_step>-<sft_step>" and points ROOT/latest at it; keeps the newest
@@ -52,8 +60,15 @@ struct LoadedCheckpoint {
 };
 
 // The newest committed checkpoint under ROOT, fetched into scratch_dir; nullopt if none.
+// A newest commit whose bytes fail their manifest (store::DamagedCommit) is skipped with a
+// warning naming it, for the previous complete one; every commit damaged is an Error. A store
+// that is down is an error as before, never a fallback.
 std::optional<LoadedCheckpoint> load_latest_checkpoint(store::ObjectStore& store, const std::string& root,
                                                        const std::string& scratch_dir);
+
+// Fetches the commit's "model/" files (a one-rank or a sharded HF model) into
+// scratch_dir/model; returns that directory.
+std::string fetch_commit_model(store::CommitReader& r, const std::string& scratch_dir);
 
 // Restores policy weights, optimizer and critic of `ck` into a live trainer.
 void restore(const LoadedCheckpoint& ck, model::Model& policy, PolicyTrainer& trainer);

@@ -50,7 +50,7 @@ const char* dtype_json_name(at::ScalarType t) {
 // This rank's part of the model: its experts, plus the dense tensors on rank 0.
 std::map<std::string, at::Tensor> shard_tensors(const model::Model& policy, int rank) {
   std::map<std::string, at::Tensor> out;
-  for (const auto& [name, t] : policy.params()) {
+  for (const auto& [name, t] : policy.state()) {  // buffers (dense) with rank 0's tensors
     if (rank != 0 && !is_expert_param(name)) continue;
     at::Tensor v = t.detach();
     if (v.scalar_type() == at::kDouble) v = v.to(at::kFloat);  // safetensors in moerl: no f64
@@ -158,7 +158,7 @@ std::string save_ep_checkpoint(store::ObjectStore& store, const std::string& roo
     w.put_bytes(kStateFile, state.to_json().dump(2));
     w.commit({{"rl_step", state.rl_step}, {"sft_step", state.sft_step}, {"ep_size", R}});
     for (const std::string& key : staged) store.remove(key);
-    store::retain_latest(store, root, static_cast<size_t>(std::max<int64_t>(1, keep)));
+    store::retain_latest(store, root, static_cast<size_t>(std::max<int64_t>(1, keep)), state.pinned_commits());
   }
   dp.barrier("checkpoint commit " + prefix);
   return prefix;
@@ -183,13 +183,7 @@ std::optional<LoadedCheckpoint> load_ep_checkpoint(store::ObjectStore& store, co
                     std::to_string(dp.world_size()) + " ranks)",
                 "resume with the ep.size the run was started with, or start fresh (--fresh)");
   }
-  fs::path dir = fs::path(scratch_dir) / "model";
-  remove_tree(dir.string());
-  fs::create_directories(dir);
-  for (const std::string& name : r.names()) {
-    if (name.rfind("model/", 0) == 0) r.get_file(name, (fs::path(scratch_dir) / name).string());
-  }
-  ck.model_dir = dir.string();
+  ck.model_dir = fetch_commit_model(r, scratch_dir);
   fs::path opt_path = fs::path(scratch_dir) / opt;
   r.get_file(opt, opt_path.string());
   ck.optimizer = io::load_tensors(opt_path.string());

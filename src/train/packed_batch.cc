@@ -5,7 +5,34 @@
 
 namespace moerl::train {
 
-PackedBatch pack_samples(const std::vector<const runtime::Sample*>& samples, int64_t pad_id) {
+namespace {
+
+// The recorded routing of every sample as [B,T,L,K] int16, -1 where none was recorded.
+at::Tensor pack_routing(const std::vector<const runtime::Sample*>& samples, int64_t T, const RoutingShape& r) {
+  const int64_t B = static_cast<int64_t>(samples.size()), per_token = r.num_moe_layers * r.top_k;
+  at::Tensor out = at::full({B, T, r.num_moe_layers, r.top_k}, -1, at::kShort);
+  int16_t* p = out.data_ptr<int16_t>();
+  for (int64_t i = 0; i < B; ++i) {
+    const runtime::Sample& s = *samples[i];
+    if (s.routed_experts.empty() || s.routing_layers != r.num_moe_layers || s.routing_top_k != r.top_k) {
+      throw Error("trainer: algorithm.routing_replay = \"rollout\" but sample " + std::to_string(i) + " carries " +
+                      (s.routed_experts.empty() ? std::string("no recorded routing")
+                                                : std::to_string(s.routing_layers) + " MoE layers x top-" +
+                                                      std::to_string(s.routing_top_k) + " of routing") +
+                      " (the policy has " + std::to_string(r.num_moe_layers) + " x top-" + std::to_string(r.top_k) +
+                      ")",
+                  "run the rollout workers with the same config (they record routing when routing_replay is on) "
+                  "and the same model architecture");
+    }
+    std::copy(s.routed_experts.begin(), s.routed_experts.end(), p + i * T * per_token);
+  }
+  return out;
+}
+
+}  // namespace
+
+PackedBatch pack_samples(const std::vector<const runtime::Sample*>& samples, int64_t pad_id,
+                         const RoutingShape* with_routing) {
   if (samples.empty()) throw Error("trainer: empty batch", "the experience buffer returned no samples");
   int64_t B = static_cast<int64_t>(samples.size()), T = 0;
   for (const auto* s : samples) {
@@ -46,12 +73,14 @@ PackedBatch pack_samples(const std::vector<const runtime::Sample*>& samples, int
     }
     rew[i] = s.reward;
   }
+  if (with_routing != nullptr) b.routing_replay_BTLK = pack_routing(samples, T, *with_routing);
   return b;
 }
 
 PackedBatch to_device(PackedBatch b, const at::Device& device) {
-  for (at::Tensor* t : {&b.input_ids_BT, &b.attention_mask_BT, &b.response_mask_BT, &b.behav_logp_BT, &b.rewards_B}) {
-    *t = t->to(device);
+  for (at::Tensor* t : {&b.input_ids_BT, &b.attention_mask_BT, &b.response_mask_BT, &b.behav_logp_BT, &b.rewards_B,
+                        &b.routing_replay_BTLK}) {
+    if (t->defined()) *t = t->to(device);
   }
   return b;
 }
@@ -63,6 +92,7 @@ PackedBatch slice_rows(const PackedBatch& b, int64_t begin, int64_t end) {
   s.response_mask_BT = b.response_mask_BT.slice(0, begin, end);
   s.behav_logp_BT = b.behav_logp_BT.slice(0, begin, end);
   s.rewards_B = b.rewards_B.slice(0, begin, end);
+  if (b.routing_replay_BTLK.defined()) s.routing_replay_BTLK = b.routing_replay_BTLK.slice(0, begin, end);
   s.num_rows = end - begin;
   s.max_len = b.max_len;
   return s;

@@ -23,11 +23,20 @@ struct PackedBatch {
   at::Tensor response_mask_BT;   // float32, 1 on response tokens (the trained positions)
   at::Tensor behav_logp_BT;      // float32, behaviour logprob at response positions, 0 elsewhere
   at::Tensor rewards_B;          // float32
+  // Routing replay (R3): [B,T,L,K] int16 expert ids the rollout routed each token to, -1 where
+  // none was recorded (the last response token, padding); undefined unless requested.
+  at::Tensor routing_replay_BTLK;
   int64_t num_rows = 0;
   int64_t max_len = 0;
 };
 
-PackedBatch pack_samples(const std::vector<const runtime::Sample*>& samples, int64_t pad_id);
+// with_routing: also pack the samples' recorded routing (every sample must carry it, with
+// `num_moe_layers` layers and top-`top_k` slots; a sample without it is an Error).
+struct RoutingShape {
+  int64_t num_moe_layers = 0, top_k = 0;
+};
+PackedBatch pack_samples(const std::vector<const runtime::Sample*>& samples, int64_t pad_id,
+                         const RoutingShape* with_routing = nullptr);
 
 // The batch with every tensor on `device` (the policy's); no copy when already there.
 PackedBatch to_device(PackedBatch b, const at::Device& device);

@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "base/deadline.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "rl/advantages.h"
 #include "rl/aux_losses.h"
 #include "rl/kl.h"
@@ -17,8 +18,13 @@ namespace moerl::train {
 
 namespace {
 
-model::ForwardOutput run_forward(model::Model& m, const PackedBatch& b) {
-  return m.forward({.input_ids = b.input_ids_BT, .attention_mask = b.attention_mask_BT});
+// The policy's forwards replay the rollout's routing when the batch carries it; the frozen
+// reference routes live (it is another policy: the rollout's choices are not its own).
+enum class Replay { kBatch, kNone };
+model::ForwardOutput run_forward(model::Model& m, const PackedBatch& b, Replay replay = Replay::kBatch) {
+  return m.forward({.input_ids = b.input_ids_BT,
+                    .attention_mask = b.attention_mask_BT,
+                    .routing_replay = replay == Replay::kBatch ? b.routing_replay_BTLK : at::Tensor()});
 }
 
 // Applies fn to row ranges [begin, end) of at most `rows` rows.
@@ -43,11 +49,6 @@ PolicyTrainer::PolicyTrainer(model::Model& policy, model::Model* reference, Trai
                              int64_t pad_id)
     : policy_(policy), reference_(reference), cfg_(std::move(cfg)), pad_id_(pad_id) {
   cfg_.loss.validate();
-  if (cfg_.loss.kl_coef > 0 && reference_ == nullptr) {
-    throw Error("trainer: algorithm.kl_coef=" + std::to_string(cfg_.loss.kl_coef) +
-                    " needs a reference policy",
-                "set algorithm.kl_coef = 0 or let the job keep a frozen reference copy");
-  }
   int64_t H = policy_.config().hidden_size;
   at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(policy_.device());
   value_w_1H_ = at::zeros({1, H}, f32).set_requires_grad(true);
@@ -83,26 +84,135 @@ at::Tensor PolicyTrainer::advantages(const PackedBatch& b, const at::Tensor& old
                                      const at::Tensor& ref_logp_BT, const at::Tensor& old_logp_BT,
                                      int64_t group_size) {
   const rl::LossConfig& lc = cfg_.loss;
-  const at::Tensor& mask = b.response_mask_BT;
-  at::Tensor outcome_B = b.rewards_B.to(at::kFloat);
-  bool kl_in_reward = lc.kl_coef > 0 && lc.kl_in == rl::KlPlacement::kReward;
-  at::Tensor kl_BT;
-  if (kl_in_reward) kl_BT = rl::kl_penalty(old_logp_BT, ref_logp_BT, lc.kl_estimator);
-  if (lc.uses_critic()) {
-    at::Tensor r_BT = rl::token_rewards(outcome_B, mask);
-    if (kl_in_reward) r_BT = rl::fold_kl_into_rewards(r_BT, kl_BT, mask, lc.kl_coef);
-    rl::Gae g = rl::gae(r_BT, old_values_BT * mask, mask, lc.gamma, lc.lambda);
-    returns_BT_ = g.returns_BL;
-    return lc.whiten_advantages ? rl::whiten(g.advantages_BL, mask) : g.advantages_BL;
+  rl::AdvantageInputs in;
+  in.rewards_B = b.rewards_B.to(at::kFloat);
+  in.mask_BL = b.response_mask_BT;
+  in.values_BL = old_values_BT;
+  if (lc.kl_coef > 0 && lc.kl_in == rl::KlPlacement::kReward) {
+    in.kl_BL = rl::kl_penalty(old_logp_BT, ref_logp_BT, lc.kl_estimator);
   }
-  if (kl_in_reward) outcome_B = rl::fold_kl_into_outcome(outcome_B, kl_BT, mask, lc.kl_coef);
-  at::Tensor adv_NG = rl::group_advantages(outcome_B.reshape({-1, group_size}), lc.adv_estimator, lc.adv_eps);
-  return rl::broadcast_to_tokens(adv_NG.reshape({-1}), mask);
+  in.group_size = group_size;
+  in.max_new_tokens = cfg_.max_new_tokens;
+  if (dp_) in.sum_over_ranks = [this](const std::vector<double>& v) { return dp_->sum(v); };
+  rl::Advantages a = rl::compute_advantages(in, lc);
+  returns_BT_ = a.returns_BL;
+  return a.advantages_BL;
+}
+
+// What every update of one RL step reads: the packed batch and the passes made before them.
+struct PolicyTrainer::StepInputs {
+  PackedBatch b;
+  at::Tensor old_logp, old_values, ref_logp, adv;  // [B,T]; ref_logp undefined without KL
+  bool old_from_grad_pass = false;  // one update: pi_old is the gradient pass's own logprobs
+};
+
+PolicyTrainer::BatchCounts PolicyTrainer::global_counts(const PackedBatch& b) const {
+  BatchCounts c{rl::LossNorm::from_mask(b.response_mask_BT, cfg_.max_new_tokens),
+                b.attention_mask_BT.sum().item<double>()};
+  if (dp_) {
+    // The objective is the global batch's: each rank's loss is its sum over the GLOBAL counts.
+    // Gradients are then averaged over the R ranks, so the counts here are the global ones / R.
+    std::vector<double> mean = dp_->mean({c.norm.num_tokens, c.norm.num_seqs, c.routed_tokens});
+    c.norm.num_tokens = mean[0];
+    c.norm.num_seqs = mean[1];
+    c.routed_tokens = mean[2];
+  }
+  c.routed_tokens = std::max(1.0, c.routed_tokens);
+  return c;
+}
+
+bool PolicyTrainer::apply_update(double grad_norm, double lr, StepStats& st) {
+  if (std::isfinite(grad_norm)) {
+    nonfinite_in_a_row_ = 0;
+    opt_->step(lr);
+    ++st.optimizer_steps;
+    st.grad_norm += grad_norm;
+    return true;
+  }
+  // NOTE: NaN > max_norm is false, so clipping would pass a NaN gradient to AdamW, which
+  // writes it into the weights and moments for good. Under data parallelism the norm is
+  // global, so every rank skips together.
+  ++st.skipped_nonfinite;
+  ++nonfinite_in_a_row_;
+  MOERL_LOG(WARN) << "trainer: step " << step_ << ": gradient norm is " << grad_norm
+                     << "; update skipped (" << nonfinite_in_a_row_ << " in a row)";
+  if (nonfinite_in_a_row_ >= cfg_.max_nonfinite_steps) {
+    throw Error("trainer: " + std::to_string(nonfinite_in_a_row_) +
+                    " optimizer updates in a row had a non-finite gradient norm (last at RL step " +
+                    std::to_string(step_) + ")",
+                "the run diverged or its data is bad: lower train.lr, check the rewards and logprobs of the "
+                "experience, or resume from an earlier checkpoint (train.max_nonfinite_steps sets the limit)");
+  }
+  return false;
+}
+
+void PolicyTrainer::update(const StepInputs& si, int64_t begin, int64_t end, StepStats& st) {
+  const rl::LossConfig& lc = cfg_.loss;
+  PackedBatch mini = slice_rows(si.b, begin, end);
+  const BatchCounts counts = global_counts(mini);
+  opt_->zero_grad();
+  double loss_sum = 0, pg = 0, value = 0, kl = 0, aux = 0;
+  for_micro_batches(end - begin, std::max<int64_t>(1, cfg_.micro_batch_size), [&](int64_t s0, int64_t e0) {
+    const int64_t s = begin + s0, e = begin + e0;
+    PackedBatch mb = slice_rows(si.b, s, e);
+    model::ForwardOutput out = run_forward(policy_, mb);
+    rl::PolicyLossInputs in;
+    const at::Tensor logits = model::sampling_logits(out.logits_BTV, cfg_.sampling);
+    in.logp_BL = token_logprobs(logits, mb.input_ids_BT);
+    if (si.old_from_grad_pass) si.old_logp.slice(0, s, e).copy_(in.logp_BL.detach());
+    in.old_logp_BL = si.old_logp.slice(0, s, e);
+    in.behav_logp_BL = mb.behav_logp_BT;  // read by the correction, and by the mismatch metrics
+    if (si.ref_logp.defined()) in.ref_logp_BL = si.ref_logp.slice(0, s, e);
+    in.advantages_BL = si.adv.slice(0, s, e);
+    in.mask_BL = mb.response_mask_BT;
+    if (lc.entropy_coef > 0) {
+      in.entropy_BL = rl::token_entropy(shifted_logits(logits));
+    } else {  // logged every step, outside the graph
+      at::NoGradGuard no_grad;
+      in.entropy_BL = rl::token_entropy(shifted_logits(logits.detach()));
+    }
+    router_inputs(out, mb, in, policy_.config().num_experts);
+    // Router terms weigh each micro-batch by its share of the (global) routed tokens.
+    in.aux_scale = mb.attention_mask_BT.sum().item<double>() / counts.routed_tokens;
+    in.norm = counts.norm;
+    rl::PolicyLoss pl = rl::compute_policy_loss(in, lc);
+    at::Tensor loss = pl.loss;
+    const auto& m = pl.metrics;
+    if (lc.uses_critic()) {
+      rl::ValueLossInputs vin{shifted_values(out.hidden_BTH, value_w_1H_, value_b_1),
+                              si.old_values.slice(0, s, e), returns_BT_.slice(0, s, e), mb.response_mask_BT,
+                              counts.norm};
+      rl::ValueLoss vl = rl::compute_value_loss(vin, lc);
+      loss = loss + vl.loss;
+      value += vl.metrics.value_loss;
+    }
+    loss.backward();
+    const double w = m.num_tokens;
+    loss_sum += loss.item<double>();
+    pg += m.pg_loss;
+    kl += m.kl_loss;
+    aux += m.lb_loss * in.aux_scale;
+    st.entropy += m.entropy * w;
+    st.clip_frac += m.clip_frac * w;
+    st.approx_kl += m.approx_kl * w;
+    st.behav_weight += m.behav_weight_mean * w;
+    st.behav_capped_frac += m.behav_capped_frac * w;
+    st.mismatch_abs += m.mismatch_abs * w;
+    st.mismatch_kl += m.mismatch_kl * w;
+    st.num_tokens += static_cast<int64_t>(w);
+  });
+  st.loss += loss_sum, st.pg_loss += pg, st.value_loss += value, st.kl += kl, st.aux_loss += aux;
+  st.lr = cfg_.schedule.at(step_);
+  apply_update(clip_gradients(), st.lr, st);
 }
 
 StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>& records) {
   double t0 = now_seconds();
   const rl::LossConfig& lc = cfg_.loss;
+  if (lc.kl_coef > 0 && reference_ == nullptr) {
+    throw Error("trainer: algorithm.kl_coef=" + std::to_string(lc.kl_coef) + " needs a reference policy",
+                "set algorithm.kl_coef = 0 or give the trainer a frozen reference (set_reference)");
+  }
   std::vector<const runtime::Sample*> rows;
   int64_t group_size = records.empty() ? 0 : static_cast<int64_t>(records.front().samples.size());
   for (const auto& r : records) {
@@ -113,96 +223,64 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
     }
     for (const auto& s : r.samples) rows.push_back(&s);
   }
-  PackedBatch b = to_device(pack_samples(rows, pad_id_), policy_.device());
+  StepInputs si;
+  const bool replay = lc.routing_replay == rl::RoutingReplay::kRollout;
+  const RoutingShape routing{policy_.num_moe_layers(), policy_.arch().router_config(policy_.config()).top_k};
+  si.b = to_device(pack_samples(rows, pad_id_, replay ? &routing : nullptr), policy_.device());
+  const PackedBatch& b = si.b;
   const int64_t B = b.num_rows, mb_rows = std::max<int64_t>(1, cfg_.micro_batch_size);
+  const int64_t mini_rows = cfg_.ppo_mini_batch_size > 0 ? std::min(B, cfg_.ppo_mini_batch_size) : B;
+  const int64_t num_minis = (B + std::max<int64_t>(1, mini_rows) - 1) / std::max<int64_t>(1, mini_rows);
   const at::Tensor& mask = b.response_mask_BT;
 
   // Passes without gradients: pi_old (proximal), the critic's old values, the reference.
   // pi_old needs its own forward when something reads it before the gradient pass (critic
-  // values and KL-in-reward enter the advantages) or after an update (ppo_epochs > 1).
-  const bool old_before_grad = lc.uses_critic() || cfg_.ppo_epochs > 1 ||
+  // values and KL-in-reward enter the advantages) or after an update (several updates).
+  const bool old_before_grad = lc.uses_critic() || cfg_.ppo_epochs * num_minis > 1 ||
                                (lc.kl_coef > 0 && lc.kl_in == rl::KlPlacement::kReward);
-  const bool needs_old = old_before_grad || lc.behaviour_correction != rl::BehaviourCorrection::kNone;
   // Otherwise, with one optimizer step per batch, pi_old is the policy of the gradient pass
   // itself: its logprobs are that pass's, detached (bit for bit what a separate pass gives).
-  const bool old_from_grad_pass = needs_old && !old_before_grad;
-  at::Tensor old_logp = at::zeros_like(mask), old_values = at::zeros_like(mask), ref_logp;
-  if (reference_ != nullptr && lc.kl_coef > 0) ref_logp = at::zeros_like(mask);
-  if (old_before_grad || ref_logp.defined()) {
+  si.old_from_grad_pass = !old_before_grad;
+  si.old_logp = at::zeros_like(mask);
+  si.old_values = at::zeros_like(mask);
+  if (lc.kl_coef > 0) si.ref_logp = at::zeros_like(mask);
+  if (old_before_grad || si.ref_logp.defined()) {
     at::NoGradGuard no_grad;
     for_micro_batches(B, mb_rows, [&](int64_t s, int64_t e) {
       PackedBatch mb = slice_rows(b, s, e);
       if (old_before_grad) {
         model::ForwardOutput out = run_forward(policy_, mb);
-        old_logp.slice(0, s, e).copy_(token_logprobs(out.logits_BTV, mb.input_ids_BT));
+        si.old_logp.slice(0, s, e).copy_(token_logprobs(model::sampling_logits(out.logits_BTV, cfg_.sampling), mb.input_ids_BT));
         if (lc.uses_critic()) {
-          old_values.slice(0, s, e).copy_(shifted_values(out.hidden_BTH, value_w_1H_, value_b_1));
+          si.old_values.slice(0, s, e).copy_(shifted_values(out.hidden_BTH, value_w_1H_, value_b_1));
         }
       }
-      if (ref_logp.defined()) {
-        model::ForwardOutput ref = run_forward(*reference_, mb);
-        ref_logp.slice(0, s, e).copy_(token_logprobs(ref.logits_BTV, mb.input_ids_BT));
+      if (si.ref_logp.defined()) {
+        model::ForwardOutput ref = run_forward(*reference_, mb, Replay::kNone);
+        si.ref_logp.slice(0, s, e).copy_(token_logprobs(model::sampling_logits(ref.logits_BTV, cfg_.sampling), mb.input_ids_BT));
       }
     });
   }
-  at::Tensor adv = advantages(b, old_values, ref_logp, old_before_grad ? old_logp : b.behav_logp_BT, group_size);
-  rl::LossNorm norm = rl::LossNorm::from_mask(mask, cfg_.max_new_tokens);
-  double total_tokens = std::max(1.0, b.attention_mask_BT.sum().item<double>());
+  si.adv = advantages(b, si.old_values, si.ref_logp, old_before_grad ? si.old_logp : b.behav_logp_BT, group_size);
 
   StepStats st;
   for (int64_t epoch = 0; epoch < cfg_.ppo_epochs; ++epoch) {
-    opt_->zero_grad();
-    st = StepStats{};
-    for_micro_batches(B, mb_rows, [&](int64_t s, int64_t e) {
-      PackedBatch mb = slice_rows(b, s, e);
-      model::ForwardOutput out = run_forward(policy_, mb);
-      rl::PolicyLossInputs in;
-      in.logp_BL = token_logprobs(out.logits_BTV, mb.input_ids_BT);
-      if (old_from_grad_pass) old_logp.slice(0, s, e).copy_(in.logp_BL.detach());
-      if (needs_old) in.old_logp_BL = old_logp.slice(0, s, e);
-      in.behav_logp_BL = mb.behav_logp_BT;
-      if (!needs_old) in.behav_logp_BL = at::Tensor();  // fresh samples: behaviour = old
-      if (ref_logp.defined()) in.ref_logp_BL = ref_logp.slice(0, s, e);
-      in.advantages_BL = adv.slice(0, s, e);
-      in.mask_BL = mb.response_mask_BT;
-      if (lc.entropy_coef > 0) in.entropy_BL = rl::token_entropy(shifted_logits(out.logits_BTV));
-      router_inputs(out, mb, in, policy_.config().num_experts);
-      in.aux_scale = mb.attention_mask_BT.sum().item<double>() / total_tokens;
-      in.norm = norm;
-      rl::PolicyLoss pl = rl::compute_policy_loss(in, lc);
-      at::Tensor loss = pl.loss;
-      const auto& m = pl.metrics;
-      if (lc.uses_critic()) {
-        rl::ValueLossInputs vin{shifted_values(out.hidden_BTH, value_w_1H_, value_b_1),
-                                old_values.slice(0, s, e), returns_BT_.slice(0, s, e),
-                                mb.response_mask_BT, norm};
-        rl::ValueLoss vl = rl::compute_value_loss(vin, lc);
-        loss = loss + vl.loss;
-        st.value_loss += vl.metrics.value_loss;
-      }
-      loss.backward();
-      double w = m.num_tokens;
-      st.loss += loss.item<double>();
-      st.pg_loss += m.pg_loss;
-      st.kl += m.kl_loss;
-      st.aux_loss += m.lb_loss * in.aux_scale;
-      st.entropy += m.entropy * w;
-      st.clip_frac += m.clip_frac * w;
-      st.approx_kl += m.approx_kl * w;
-      st.behav_weight += m.behav_weight_mean * w;
-      st.num_tokens += static_cast<int64_t>(w);
-    });
-    st.lr = cfg_.schedule.at(step_);
-    st.grad_norm = clip_gradients();
-    opt_->step(st.lr);
+    for (int64_t begin = 0; begin < B; begin += mini_rows) update(si, begin, std::min(B, begin + mini_rows), st);
   }
   opt_->zero_grad();
   ++step_;
+  const double updates = static_cast<double>(std::max<int64_t>(1, cfg_.ppo_epochs * num_minis));
+  st.loss /= updates, st.pg_loss /= updates, st.value_loss /= updates, st.kl /= updates, st.aux_loss /= updates;
+  st.grad_norm /= static_cast<double>(std::max<int64_t>(1, st.optimizer_steps));
   double n = std::max<double>(1, static_cast<double>(st.num_tokens));
   st.entropy /= n;
   st.clip_frac /= n;
   st.approx_kl /= n;
   st.behav_weight /= n;
+  st.behav_capped_frac /= n;
+  st.mismatch_abs /= n;
+  st.mismatch_kl /= n;
+  st.num_tokens = mask.sum().item<int64_t>();
   st.num_samples = B;
   // Reward mean and std in double, in sample order: a sum of float rewards is exact in double
   // (24-bit mantissas, far fewer than 2^29 samples), so the figures do not depend on how a
@@ -244,8 +322,9 @@ StepStats PolicyTrainer::sft_step(const std::vector<runtime::Sample>& samples, d
     st.aux_loss += aux.item<double>() * scale;
   });
   st.lr = lr;
-  st.grad_norm = clip_gradients();
-  opt_->step(lr);
+  const double grad_norm = clip_gradients();
+  apply_update(grad_norm, lr, st);
+  st.grad_norm = grad_norm;
   opt_->zero_grad();
   st.num_samples = B;
   st.num_tokens = static_cast<int64_t>(total);

@@ -4,7 +4,7 @@
 // with losses normalised over the global batch, clips and applies AdamW. Also the
 // supervised (SFT) step used for warm starts.
 //
-//   PolicyTrainer t(policy, /*reference=*/nullptr, cfg);
+//   PolicyTrainer t(policy, /*reference=*/nullptr, cfg, pad_id);
 //   StepStats s = t.train_step(records);    // records: one prompt group each
 //   StepStats w = t.sft_step(samples);      // response = reference answer
 // Not thread-safe; owns the optimizer and value head, borrows the models.
@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/sampler.h"
+#include "rl/aggregation.h"
 #include "rl/loss_config.h"
 #include "runtime/records.h"
 #include "train/adamw.h"
@@ -31,16 +33,30 @@ struct TrainerConfig {
   LrSchedule schedule;
   double max_grad_norm = 1.0;
   int64_t micro_batch_size = 64;  // rows per forward/backward
-  int64_t ppo_epochs = 1;         // optimizer steps per batch of experience
-  int64_t max_new_tokens = 16;    // L_max of seq-mean-token-sum-norm
+  int64_t ppo_epochs = 1;         // passes over each batch of experience
+  // Rows (samples) per optimizer step; 0 = the whole batch (one step per epoch). Smaller
+  // mini-batches give several optimizer steps per RL step, so ratios move and clipping acts.
+  int64_t ppo_mini_batch_size = 0;
+  // Optimizer steps in a row skipped for a non-finite gradient norm before the run stops.
+  int64_t max_nonfinite_steps = 5;
+  int64_t max_new_tokens = 16;    // L_max of seq-mean-token-sum-norm and the overlong penalty
+  // The rollout's sampling settings: RL logprobs and entropy are those of the distribution
+  // sampled from (model::sampling_logits), so pi_old equals the behaviour logprob.
+  model::SamplingConfig sampling;
   rl::LossConfig loss;
 };
 
+// One RL (or SFT) step. Losses are the mean over the step's optimizer updates; token
+// statistics are token-weighted means over all of its updates.
 struct StepStats {
   double loss = 0, pg_loss = 0, value_loss = 0, kl = 0, entropy = 0, aux_loss = 0;
   double clip_frac = 0, approx_kl = 0, behav_weight = 0, grad_norm = 0, lr = 0;
+  double behav_capped_frac = 0;
+  double mismatch_abs = 0, mismatch_kl = 0;  // rollout vs trainer: mean |logp_behav - logp_old|, k3 KL
   double reward_mean = 0, reward_std = 0, response_len = 0;
   int64_t num_samples = 0, num_tokens = 0;  // response tokens trained on
+  int64_t optimizer_steps = 0;              // updates applied
+  int64_t skipped_nonfinite = 0;            // updates skipped: non-finite gradient norm
   double seconds = 0;
 };
 
@@ -49,6 +65,10 @@ class DataParallel;  // train/dp_sync.h
 class PolicyTrainer {
  public:
   PolicyTrainer(model::Model& policy, model::Model* reference, TrainerConfig cfg, int64_t pad_id);
+
+  // The frozen KL reference (kl_coef > 0 needs one by the first train_step); borrowed.
+  void set_reference(model::Model* reference) { reference_ = reference; }
+  bool has_reference() const { return reference_ != nullptr; }
 
   StepStats train_step(const std::vector<runtime::ExperienceRecord>& records);
   StepStats sft_step(const std::vector<runtime::Sample>& samples, double lr);
@@ -66,6 +86,17 @@ class PolicyTrainer {
 
  private:
   double clip_gradients();
+  // One optimizer update on rows [begin, end) of the step's batch; adds to `st`.
+  struct StepInputs;
+  void update(const StepInputs& in, int64_t begin, int64_t end, StepStats& st);
+  // Skips a non-finite update (counted; throws after max_nonfinite_steps in a row).
+  bool apply_update(double grad_norm, double lr, StepStats& st);
+  // A mini-batch's loss normaliser and routed (attention) token count, global under EP.
+  struct BatchCounts {
+    rl::LossNorm norm;
+    double routed_tokens = 1;
+  };
+  BatchCounts global_counts(const PackedBatch& b) const;
   at::Tensor advantages(const PackedBatch& b, const at::Tensor& old_values_BT,
                         const at::Tensor& ref_logp_BT, const at::Tensor& old_logp_BT, int64_t group_size);
 
@@ -79,6 +110,7 @@ class PolicyTrainer {
   std::map<std::string, at::Tensor> trained_;  // what opt_ updates (policy + critic head)
   std::shared_ptr<DataParallel> dp_;
   int64_t step_ = 0;
+  int64_t nonfinite_in_a_row_ = 0;
 };
 
 }  // namespace moerl::train

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "model/test_util.h"
 #include "train/adamw.h"
 #include "train/packed_batch.h"
 #include "train/policy_trainer.h"
@@ -124,6 +125,32 @@ void expect_prefers_rewarded(rl::LossConfig loss) {
 }
 
 TEST(PolicyTrainer, GrpoStepFavoursRewardedResponse) { expect_prefers_rewarded(rl::LossConfig{}); }
+
+// deepseek_v3 trains (MLA, sigmoid group routing, shared expert) while its selection bias, a
+// buffer, stays out of the optimizer and unchanged.
+TEST(PolicyTrainer, DeepseekV3StepLeavesTheSelectionBiasAlone) {
+  io::HfConfig cfg = model::testing::tiny_deepseek();
+  cfg.vocab_size = 20;
+  model::Model m = model::init_random(cfg, 3);
+  const std::string bias = "model.layers.1.mlp.gate.e_score_correction_bias";
+  {
+    at::NoGradGuard g;
+    m.buffers().at(bias).copy_(at::randn({cfg.num_experts}) * 0.01);
+  }
+  const at::Tensor before = m.buffers().at(bias).clone();
+  TrainerConfig tc;
+  tc.adamw.lr = 1e-2;
+  tc.adamw.weight_decay = 0.1;
+  tc.schedule = {.lr = 1e-2, .kind = LrSchedule::Kind::kConstant};
+  tc.loss.group_size = 2;
+  PolicyTrainer t(m, nullptr, tc, 0);
+  runtime::ExperienceRecord r = group_of_two();
+  const double good0 = response_logprob(m, r.samples[0]);
+  for (int i = 0; i < 5; ++i) t.train_step({r});
+  EXPECT_GT(response_logprob(m, r.samples[0]), good0 + 0.1);
+  EXPECT_TRUE(at::equal(m.buffers().at(bias), before));
+  for (const auto& [name, _] : t.optimizer().state()) EXPECT_EQ(name.find("e_score_correction_bias"), std::string::npos) << name;
+}
 
 TEST(PolicyTrainer, PpoWithCriticFavoursRewardedResponse) {
   rl::LossConfig c;

@@ -1,9 +1,12 @@
-// Chaos test of the asynchronous job over Redis (AOF on): the trainer process and 3 rollout
-// worker PROCESSES; a random worker is SIGKILLed and restarted every 5 steps or 2.5 s, one
-// worker is SIGTERMed mid-task (it must drain and exit 0), the trainer is SIGKILLed once and
-// restarted (it resumes from its checkpoint). The run must complete with lost == 0, every
-// task trained exactly once (trained.jsonl + accounting) and the training reward rising from
-// a deliberately short SFT warm start.
+// Chaos test of the asynchronous job over Redis (AOF on), started the way the manifests start
+// it: the trainer process and 3 rollout worker PROCESSES without --worker-id, two of them each
+// in its own PID namespace (every one PID 1, like pods). A random namespaced worker is
+// SIGKILLed and restarted every 5 steps or 2.5 s; the third worker is frozen (SIGSTOP) past its
+// lease, then resumed, and later SIGTERMed mid-task (it must drain and exit 0); the trainer is
+// SIGKILLed before its first RL checkpoint and again after one, and restarted each time; the
+// redis-server is SIGKILLed and restarted from its AOF mid-run. The run must complete with
+// lost == 0, every task trained exactly once (trained.jsonl + accounting) and the training
+// reward rising from a deliberately short SFT warm start.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -32,16 +35,6 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return out;
 }
 
-int64_t rl_steps_done(const std::string& metrics) {
-  int64_t n = 0;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("phase", "") == "rl") n = std::max<int64_t>(n, j.value("step", 0));
-  }
-  return n;
-}
-
 TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   if (testing::moerl_bin().empty()) GTEST_SKIP() << "MOERL_BIN is not set (run through ctest)";
   std::string dir = testing::make_temp_dir("async-chaos");
@@ -50,7 +43,7 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   std::string runtime = "mode = \"async\"\nqueue_url = \"" + server.url() +
                         "\"\nnamespace = \"chaos\"\ntasks_per_lease = 2\nlease_seconds = 2\n"
                         "max_staleness = 4\nstale_policy = \"regenerate\"\ndrain_seconds = 5\n"
-                        "drain_margin_seconds = 0.5\ncall_timeout_seconds = 10\n";
+                        "drain_margin_seconds = 0.5\ncall_timeout_seconds = 10\ntrainer_lease_seconds = 3\n";
   // The demo model (hidden 64, 2 layers, 4 experts), a deliberately weak SFT warm start
   // (20 steps: answers often malformed) and partial credit for a well-formed answer, so RL
   // has a reward to climb within 30 steps (in sync mode, seeds 1-3: training reward +0.10
@@ -71,17 +64,23 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
     return testing::spawn_moerl({"trainer", config, "--run-dir", run, "--no-plot"}, log + "/trainer" + std::to_string(n) + ".log");
   };
   int restarts = 0;
+  const bool namespaces = testing::pid_namespaces_available();
   auto start_worker = [&](int slot) {
-    std::string id = "w" + std::to_string(slot) + "-" + std::to_string(restarts++);
-    return testing::spawn_moerl({"rollout", config, "--run-dir", run, "--worker-id", id}, log + "/" + id + ".log");
+    // No --worker-id: each worker names itself (hostname + random suffix).
+    const std::string file = log + "/w" + std::to_string(slot) + "-" + std::to_string(restarts++) + ".log";
+    const std::vector<std::string> args = {"rollout", config, "--run-dir", run};
+    // Slot 0 is signalled (SIGSTOP, SIGTERM) directly, so it runs outside a namespace.
+    return slot > 0 && namespaces ? testing::spawn_moerl_in_pid_namespace(args, file, {"POD_NAME"})
+                                  : testing::spawn_moerl(args, file);
   };
   Subprocess trainer = start_trainer(0);
   std::vector<Subprocess> workers;
   for (int i = 0; i < 3; ++i) workers.push_back(start_worker(i));
 
   std::mt19937 rng(7);
-  bool trainer_killed = false, sigtermed = false;
+  bool trainer_killed_early = false, trainer_killed = false, sigtermed = false, frozen = false, redis_killed = false;
   int sigterm_code = -2, kills = 0, code = 0;
+  double thaw_at = 0;  // when the frozen worker is resumed (0: not frozen now)
   Deadline deadline = Deadline::after_seconds(480);
   // SIGKILLs come every 5 RL steps or every 2.5 s, whichever is first, so a fast machine
   // that finishes the run in a few seconds still sees several (kills >= 2 below).
@@ -93,14 +92,38 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
       ASSERT_EQ(code, 0) << "trainer failed; logs in " << log;
       break;
     }
-    int64_t steps = rl_steps_done(run + "/metrics.jsonl");
+    int64_t steps = testing::rl_steps_done(run + "/metrics.jsonl");
+    if (!trainer_killed_early && steps >= 1) {
+      // Before the first RL checkpoint (every 3 steps): the restart re-reads the stream.
+      trainer.signal(SIGKILL);
+      testing::wait_exit(trainer, 10);
+      trainer = start_trainer(2);
+      trainer_killed_early = true;
+    }
+    if (!frozen && trainer_killed_early && steps >= 3) {
+      // Frozen past its 2 s lease: its tasks are taken over; resumed, its acks fail and its
+      // records are duplicates the trainer drops.
+      workers[0].signal(SIGSTOP);
+      thaw_at = now_seconds() + 3.5;
+      frozen = true;
+    }
+    if (thaw_at > 0 && now_seconds() >= thaw_at) {
+      workers[0].signal(SIGCONT);
+      thaw_at = 0;
+    }
+    if (!redis_killed && steps >= 2 * kSteps / 3) {
+      server.kill9();
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      server.restart(Deadline::after_seconds(30));
+      redis_killed = true;
+    }
     if (!trainer_killed && steps >= kSteps / 3) {
       trainer.signal(SIGKILL);
       testing::wait_exit(trainer, 10);
       trainer = start_trainer(1);
       trainer_killed = true;
     }
-    if (!sigtermed && steps >= kSteps / 2) {
+    if (!sigtermed && thaw_at == 0 && frozen && steps >= kSteps / 2) {
       // SIGTERM worker 0 mid-task: it drains and exits 0; then a fresh worker takes its slot.
       workers[0].signal(SIGTERM);
       sigterm_code = testing::wait_exit(workers[0], 20);
@@ -118,8 +141,12 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  if (thaw_at > 0) workers[0].signal(SIGCONT);
   for (Subprocess& w : workers) EXPECT_EQ(testing::wait_exit(w, 30), 0) << "a worker did not drain at the end";
+  EXPECT_TRUE(trainer_killed_early);
   EXPECT_TRUE(trainer_killed);
+  EXPECT_TRUE(frozen);
+  EXPECT_TRUE(redis_killed);
   EXPECT_TRUE(sigtermed);
   EXPECT_EQ(sigterm_code, 0) << "SIGTERMed worker must drain and exit 0";
   EXPECT_GE(kills, 2);

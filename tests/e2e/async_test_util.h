@@ -5,11 +5,17 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "base/deadline.h"
 #include "base/subprocess.h"
@@ -54,10 +60,74 @@ inline Subprocess spawn_moerl(const std::vector<std::string>& args, const std::s
                                   .parent_death_signal = SIGKILL});
 }
 
+// Like spawn_moerl, but MOERL_BIN runs as PID 1 of its own PID namespace (`unshare -Urpf
+// --mount-proc --kill-child`), as a pod's process does: every such child has the same PID.
+// `unset_env` is removed from its environment (e.g. POD_NAME, so the hostname is used).
+inline Subprocess spawn_moerl_in_pid_namespace(const std::vector<std::string>& args, const std::string& log,
+                                               const std::vector<std::string>& unset_env = {}) {
+  std::vector<std::string> argv = {"unshare", "-Urpf", "--mount-proc", "--kill-child", moerl_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Subprocess::spawn(argv, {.stdout_to = Redirect::file(log, FileMode::kAppend),
+                                  .stderr_to = Redirect::to_stdout(),
+                                  .unset_env = unset_env,
+                                  .parent_death_signal = SIGKILL});
+}
+
+// True when `unshare -Urpf --mount-proc` works here (user namespaces may be disabled).
+inline bool pid_namespaces_available() {
+  return std::system("unshare -Urpf --mount-proc sh -c 'test $$ = 1' >/dev/null 2>&1") == 0;
+}
+
 // Exit status (exit code, or 128 + signal) once `p` exits; -1 if it is still running at the
 // deadline (then it is killed).
 inline int wait_exit(Subprocess& p, double seconds) {
   return p.wait_or_kill(Deadline::after_seconds(seconds)).value_or(-1);
+}
+
+// A file's whole text ("" when it does not exist): logs for failure messages.
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The [runtime] lines of an async job over `queue_url` in namespace `ns`, with leases long
+// enough that a busy 2-core box never lets one expire and no record old enough to be stale.
+inline std::string async_runtime_text(const std::string& queue_url, const std::string& ns) {
+  return "mode = \"async\"\nqueue_url = \"" + queue_url + "\"\nnamespace = \"" + ns +
+         "\"\nlease_seconds = 20\nmax_staleness = 8\ndrain_seconds = 10\ncall_timeout_seconds = 10\n";
+}
+
+// The newest RL step in a run's metrics.jsonl so far (0 before the first; a torn last line
+// is skipped).
+inline int64_t rl_steps_done(const std::string& metrics) {
+  int64_t n = 0;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("phase", "") == "rl") n = std::max<int64_t>(n, j.value("step", 0));
+  }
+  return n;
+}
+
+// Times each task id appears in RUN/trained.jsonl.
+inline std::map<std::string, int> trained_counts(const std::string& run) {
+  std::map<std::string, int> out;
+  std::istringstream lines(read_text(run + "/trained.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) ++out[nlohmann::json::parse(line).at("task_id").get<std::string>()];
+  }
+  return out;
+}
+
+// A finished async run in RUN: `steps` RL steps, lost = 0 in its accounting, and each of its
+// `tasks` tasks trained exactly once (trained.jsonl).
+inline void expect_each_task_trained_once(const std::string& run, int64_t steps, size_t tasks) {
+  EXPECT_EQ(rl_steps_done(run + "/metrics.jsonl"), steps);
+  nlohmann::json summary = nlohmann::json::parse(read_text(run + "/summary.json"));
+  EXPECT_EQ(summary["accounting"]["lost"], 0) << summary["accounting"].dump(2);
+  std::map<std::string, int> trained = trained_counts(run);
+  EXPECT_EQ(trained.size(), tasks);
+  for (const auto& [task, n] : trained) EXPECT_EQ(n, 1) << task;
 }
 
 inline bool exited(Subprocess& p, int* code) {

@@ -16,13 +16,16 @@
 
 #include "base/env.h"
 #include "base/files.h"
+#include "base/subprocess.h"
 #include "io/tensor_io.h"
 #include "model/model.h"
 #include "model/test_util.h"
 #include "e2e/tiny_job.h"
 #include "store/commit.h"
 #include "store/object_store.h"
+#include "model/tokenizer.h"
 #include "train/dp_sync.h"
+#include "train/ep_checkpoint.h"
 #include "train/policy_trainer.h"
 
 namespace moerl::train {
@@ -30,14 +33,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// `cmd` through the shell, stdout and stderr together; killed after 180 s.
 std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  while (p && fgets(buf.data(), buf.size(), p)) out += buf.data();
-  int st = pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
+  CapturedRun r = run_captured({"/bin/sh", "-c", cmd}, Deadline::after_seconds(180));
+  *status = r.status;
+  return r.output;
 }
 
 std::string self_exe() {
@@ -66,8 +66,9 @@ std::shared_ptr<ep::Group> child_group(const io::HfConfig& cfg, int64_t max_toke
   return ep::make_group(ec, cfg.num_experts);
 }
 
-// Two prompt groups of 4 with random tokens and rewards; the lengths do not depend on seed.
-std::vector<runtime::ExperienceRecord> records(int64_t vocab, uint64_t seed = 17) {
+// Two prompt groups of 4 with random tokens and rewards; the lengths do not depend on seed
+// (`extra` adds that many response tokens to every sample).
+std::vector<runtime::ExperienceRecord> records(int64_t vocab, uint64_t seed = 17, int extra = 0) {
   at::manual_seed(seed);
   std::vector<runtime::ExperienceRecord> out;
   for (int g = 0; g < 2; ++g) {
@@ -77,7 +78,7 @@ std::vector<runtime::ExperienceRecord> records(int64_t vocab, uint64_t seed = 17
     for (int k = 0; k < 4; ++k) {
       runtime::Sample s;
       for (int64_t i = 0; i < prompt.numel(); ++i) s.prompt_tokens.push_back(static_cast<int32_t>(prompt[i].item<int64_t>()));
-      at::Tensor resp = at::randint(3, vocab, {2 + k % 3}, at::kLong);
+      at::Tensor resp = at::randint(3, vocab, {2 + k % 3 + extra}, at::kLong);
       for (int64_t i = 0; i < resp.numel(); ++i) s.response_tokens.push_back(static_cast<int32_t>(resp[i].item<int64_t>()));
       s.behaviour_logprobs.assign(s.response_tokens.size(), 0.f);
       s.reward = at::rand({1}).item<float>();
@@ -92,6 +93,8 @@ TrainerConfig trainer_config() {
   TrainerConfig c;
   c.adamw.lr = 1e-2;
   c.adamw.weight_decay = 0.01;
+  // NOTE: with eps 1e-8, float32 noise in ~1e-8 gradients moved k_proj 4e-5 on an AMD EPYC.
+  c.adamw.eps = 1e-6;
   c.schedule = {.lr = 1e-2, .kind = LrSchedule::Kind::kConstant};
   c.max_grad_norm = 0.05;  // small, so clipping by the global norm is exercised
   c.micro_batch_size = 3;  // 8 rows: three micro-batches
@@ -137,28 +140,94 @@ void child_step() {
   expect_same_params(ep_model, full, model::init_random(cfg, 9));
 }
 
-// (a') Different records per rank (equal token counts, no router loss, which is not linear in
-// the batch): the EP step equals one single-rank step on both ranks' records together, which
-// holds only if dense gradients really are averaged across ranks.
-void child_distinct() {
+// (a') Different records per rank (no router loss, which is not linear in the batch): the EP
+// step equals one single-rank step on both ranks' records together. That holds only if dense
+// gradients are averaged across ranks and, when the ranks hold different numbers of tokens
+// (`unequal`), if token-mean divides by the global token count and GAE whitens with global
+// statistics (`ppo`).
+void child_distinct(bool unequal, bool ppo) {
   const io::HfConfig cfg = model::testing::tiny_qwen3();
   model::ModelOptions mo;
   mo.ep_group = child_group(cfg, 256);
   auto dp = DataParallel::join(60);
   TrainerConfig tc = trainer_config();
   tc.loss.aux_loss_coef = 0;
+  if (ppo) {
+    tc.loss.algorithm = rl::Algorithm::kPpo;
+    tc.loss.adv_estimator = rl::AdvEstimator::kGae;
+  }
   model::Model ep_model = model::init_random(cfg, 9, mo);
   model::Model full = model::init_random(cfg, 9);
   PolicyTrainer ep_trainer(ep_model, nullptr, tc, 0);
   ep_trainer.set_data_parallel(dp);
   PolicyTrainer one(full, nullptr, tc, 0);
+  auto rank_records = [&](int r) { return records(cfg.vocab_size, 17 + r, unequal ? 3 * r : 0); };
   std::vector<runtime::ExperienceRecord> all;
   for (int r = 0; r < 2; ++r) {
-    for (auto& rec : records(cfg.vocab_size, 17 + r)) all.push_back(rec);
+    for (auto& rec : rank_records(r)) all.push_back(rec);
   }
-  StepStats a = ep_trainer.train_step(records(cfg.vocab_size, 17 + dp->rank())), b = one.train_step(all);
+  StepStats a = ep_trainer.train_step(rank_records(dp->rank())), b = one.train_step(all);
   EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * std::max(1.0, b.grad_norm));
   expect_same_params(ep_model, full, model::init_random(cfg, 9));
+}
+
+// (a'') Another architecture (deepseek_v3: MLA, biased sigmoid group routing, shared expert,
+// a dense first layer; qwen2_moe: gated shared expert, q/k/v biases): on 2 EP ranks the
+// forward logits and two RL steps equal the single-rank ones; the buffers (the selection
+// bias) stay untouched; the EP-sharded save reloads on one rank as the single-rank model.
+void child_step_arch(const std::string& arch) {
+  const io::HfConfig cfg = model::testing::tiny_config(arch);
+  model::ModelOptions mo;
+  mo.ep_group = child_group(cfg, 256);
+  auto dp = DataParallel::join(60);
+  model::Model ep_model = model::init_random(cfg, 9, mo);
+  model::Model full = model::init_random(cfg, 9);
+  {
+    at::NoGradGuard g;
+    for (model::Model* m : {&ep_model, &full}) {  // a selection bias that matters, same on both
+      at::manual_seed(9);
+      // NOTE: 0.01, the size of the router score spread at this init: routing stays varied.
+      for (const auto& [name, b] : m->buffers()) b.copy_(at::randn(b.sizes()) * 0.01);
+    }
+    at::manual_seed(30 + dp->rank());
+    at::Tensor ids = at::randint(3, cfg.vocab_size, {2, 7}, at::kLong);
+    EXPECT_LE(model::testing::max_abs_diff(ep_model.forward({.input_ids = ids}).logits_BTV,
+                                           full.forward({.input_ids = ids}).logits_BTV),
+              1e-5)
+        << "EP forward";
+  }
+  const model::Params buffers_before = full.state();
+  PolicyTrainer ep_trainer(ep_model, nullptr, trainer_config(), 0);
+  ep_trainer.set_data_parallel(dp);
+  PolicyTrainer one(full, nullptr, trainer_config(), 0);
+  const auto recs = records(cfg.vocab_size);
+  for (int step = 0; step < 2; ++step) {
+    StepStats a = ep_trainer.train_step(recs), b = one.train_step(recs);
+    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * std::max(1.0, b.grad_norm)) << "step " << step;
+    EXPECT_NEAR(a.loss, b.loss, 1e-5);
+  }
+  // As expect_same_params, but an expert no token was routed to may keep its values.
+  const model::Model init = model::init_random(cfg, 9);
+  int moved_experts = 0;
+  for (const auto& [name, p] : ep_model.params()) {
+    ASSERT_TRUE(full.params().count(name)) << name;
+    EXPECT_LE(model::testing::max_abs_diff(p, full.params().at(name)), 1e-5) << name;
+    const bool moved = !at::equal(p, init.params().at(name));
+    if (is_expert_param(name)) moved_experts += moved ? 1 : 0;
+    else EXPECT_TRUE(moved) << name << " did not move";
+  }
+  EXPECT_GT(moved_experts, 0);
+  for (const auto& [name, b] : ep_model.buffers()) {
+    EXPECT_TRUE(at::equal(b, buffers_before.at(name))) << name << " is a buffer: not trained";
+  }
+  const fs::path dir = fs::path(::testing::TempDir()) / ("ep_arch_save_" + arch);
+  if (dp->rank() == 0) remove_tree(dir.string());
+  dp->barrier("clean " + dir.string());
+  save_sharded_model(dir.string(), ep_model, model::CharTokenizer(), *dp);
+  if (dp->rank() != 0) return;
+  const model::Params back = model::load_model(dir.string()).state();
+  ASSERT_EQ(back.size(), full.state().size());
+  for (const auto& [name, t] : full.state()) EXPECT_LE(model::testing::max_abs_diff(back.at(name), t), 1e-5) << name;
 }
 
 // (b) Each rank loads MOERL_EP_MODEL_DIR with the EP group and writes the logits of its rows.
@@ -180,8 +249,11 @@ TEST(EpTrainChild, Run) {
   const char* s = child_scenario();
   if (!s) GTEST_SKIP() << "rank process of the EpTrain tests";
   if (std::string(s) == "step") child_step();
-  else if (std::string(s) == "distinct") child_distinct();
+  else if (std::string(s) == "distinct") child_distinct(false, false);
+  else if (std::string(s) == "unequal") child_distinct(true, false);
+  else if (std::string(s) == "unequal_ppo") child_distinct(true, true);
   else if (std::string(s) == "logits") child_logits();
+  else if (std::string(s).rfind("step_", 0) == 0) child_step_arch(std::string(s).substr(5));
   else FAIL() << "unknown scenario " << s;
 }
 
@@ -195,12 +267,38 @@ TEST(EpTrain, TwoRankStepEqualsSingleRankStep) {
   }
 }
 
+TEST(EpTrain, NewArchitecturesTwoRankForwardAndStepEqualSingleRank) {
+  if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
+  for (const char* arch : {"deepseek_v3", "qwen2_moe"}) {
+    SCOPED_TRACE(arch);
+    int st = 0;
+    std::string out = launch_children(std::string("step_") + arch, "FI_PROVIDER=shm", &st);
+    EXPECT_EQ(st, 0) << out;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_NE(out.find("[rank " + std::to_string(r) + "] [       OK ] EpTrainChild.Run"), std::string::npos) << out;
+    }
+  }
+}
+
 TEST(EpTrain, TwoRanksOnDistinctBatchesEqualOneStepOnBoth) {
   if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
   int st = 0;
   std::string out = launch_children("distinct", "FI_PROVIDER=shm", &st);
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("[rank 1] [       OK ] EpTrainChild.Run"), std::string::npos) << out;
+}
+
+// Unequal token counts per rank: the loss normaliser (token-mean) and GAE whitening are the
+// global batch's, so the EP step still equals one step on both ranks' records.
+TEST(EpTrain, TwoRanksWithUnequalTokenCountsEqualOneStepOnBoth) {
+  if (child_scenario() || !std::getenv("MOERL_BIN")) GTEST_SKIP() << "needs MOERL_BIN (run through ctest)";
+  for (const char* scenario : {"unequal", "unequal_ppo"}) {
+    SCOPED_TRACE(scenario);
+    int st = 0;
+    std::string out = launch_children(scenario, "FI_PROVIDER=shm", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("[rank 1] [       OK ] EpTrainChild.Run"), std::string::npos) << out;
+  }
 }
 
 // The tiny-job preset (e2e/tiny_job.h) as 2 EP ranks: 3 SFT and 2 RL steps, a checkpoint

@@ -79,7 +79,8 @@ function main() {
         }
       }
       if (component === 'redis') {
-        plan.redis = { argv: p.argv, port: (c.ports || [])[0].containerPort, service: `${o.metadata.name}.${o.metadata.namespace}.svc.cluster.local` };
+        const probe = ((c.readinessProbe || {}).exec || {}).command || null;
+        plan.redis = { argv: p.argv, env: p.env, probe, port: (c.ports || [])[0].containerPort, service: `${o.metadata.name}.${o.metadata.namespace}.svc.cluster.local` };
         continue;
       }
       if (component !== 'trainer' && component !== 'rollout') continue;

@@ -3,7 +3,9 @@
 // 4.0.4 (verifies SigV4 header signatures with the dummy key pair S3RVER/S3RVER) on 127.0.0.1,
 // plus the three S3 operations s3rver lacks, added here so moerl's client can be tested over
 // real signed HTTP: conditional PUT (If-None-Match: *), AbortMultipartUpload and
-// ListMultipartUploads. Those three follow the S3 API reference; everything else is s3rver's.
+// ListMultipartUploads. Those three follow the S3 API reference; everything else is s3rver's,
+// except one fix: an object appears only once its whole body has arrived (s3rver writes in
+// place, so a client killed mid-PUT left a truncated object that listings and GETs served).
 //
 //   node --openssl-legacy-provider tools/s3/server.js --port 0 --dir /tmp/s3data --bucket moerl-test
 // (s3rver encrypts ListObjectsV2 continuation tokens with DES, which Node >= 17 only offers
@@ -12,10 +14,13 @@
 'use strict';
 
 const fs = require('fs');
+const crypto = require('crypto');
 const path = require('path');
 const S3rver = require('@20minutes/s3rver');
 const S3Error = require('@20minutes/s3rver/lib/models/error');
 const objectCtrl = require('@20minutes/s3rver/lib/controllers/object');
+const FilesystemStore = require('@20minutes/s3rver/lib/stores/filesystem');
+const { pipeline, Transform } = require('stream');
 
 function parseArgs(argv) {
   const opts = { port: 0, dir: null, buckets: [], serviceEndpoint: 'localhost' };
@@ -37,6 +42,35 @@ function parseArgs(argv) {
   }
   return opts;
 }
+
+// Writes an object's body to a temporary file next to it and renames it into place once the
+// body is complete, as S3 does (a PUT is all or nothing); an aborted upload leaves nothing.
+// The temporary name does not end in s3rver's object suffix, so listings never see it.
+FilesystemStore.prototype.putContent = function putContent(objectPath, content) {
+  const partial = `${objectPath}.partial-${process.pid}-${crypto.randomBytes(6).toString('hex')}`;
+  const md5 = crypto.createHash('md5');
+  let size = 0;
+  const source = Buffer.isBuffer(content) ? require('stream').Readable.from([content]) : content;
+  const meter = new Transform({
+    transform(chunk, encoding, callback) {
+      md5.update(chunk, encoding);
+      size += chunk.length;
+      callback(null, chunk);
+    },
+  });
+  return new Promise((resolve, reject) => {
+    pipeline(source, meter, fs.createWriteStream(partial), (err) => (err ? reject(err) : resolve()));
+  }).then(
+    async () => {
+      await fs.promises.rename(partial, objectPath);
+      return [size, md5.digest('hex')];
+    },
+    async (err) => {
+      await fs.promises.rm(partial, { force: true });
+      throw err;
+    },
+  );
+};
 
 // Per-key promise chain: a conditional create checks and writes without another write to
 // the same key in between (Node interleaves async file operations).

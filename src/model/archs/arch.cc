@@ -1,6 +1,7 @@
 // Helpers shared by the architecture files: the Llama-family names every arch here uses
 // for embeddings, attention and the head, and the fused-expert splitting.
 #include "model/archs/arch.h"
+#include "model/archs/decoder.h"
 
 #include "base/check.h"
 #include "base/error.h"
@@ -8,6 +9,76 @@
 namespace moerl::model::arch_util {
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+std::vector<ParamSpec> decoder_specs(const io::HfConfig& cfg, const LayerSpecFn& attention, const LayerSpecFn& moe) {
+  std::vector<ParamSpec> s;
+  add_embedding_specs(cfg, s);
+  const int64_t H = cfg.hidden_size;
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    const std::string p = layer_prefix(i);
+    s.push_back({p + "input_layernorm.weight", {H}, Init::kOnes});
+    attention(p, s);
+    s.push_back({p + "post_attention_layernorm.weight", {H}, Init::kOnes});
+    if (cfg.is_moe_layer(i)) {
+      moe(p, s);
+    } else {
+      add_swiglu_specs(p + "mlp.", H, cfg.intermediate_size, s);
+    }
+  }
+  add_head_specs(cfg, s);
+  return s;
+}
+
+LayerWeights bind_decoder_layer(const io::HfConfig& cfg, const Params& p, int64_t layer, const LayerBindFn& attention,
+                                const LayerBindFn& moe) {
+  const std::string prefix = layer_prefix(layer);
+  LayerWeights w;
+  w.input_norm = get(p, prefix + "input_layernorm.weight");
+  w.post_attention_norm = get(p, prefix + "post_attention_layernorm.weight");
+  attention(prefix, w);
+  w.is_moe = cfg.is_moe_layer(layer);
+  if (w.is_moe) {
+    moe(prefix, w);
+  } else {
+    w.mlp = bind_swiglu(p, prefix + "mlp.");
+  }
+  return w;
+}
+
+std::string proj_expert_name(const std::string& prefix, int64_t e, int which) {
+  static const char* kWhich[] = {"gate_proj", "up_proj", "down_proj"};
+  return prefix + "experts." + std::to_string(e) + "." + kWhich[which] + ".weight";
+}
+
+void add_swiglu_specs(const std::string& prefix, int64_t H, int64_t I, std::vector<ParamSpec>& specs) {
+  specs.push_back({prefix + "gate_proj.weight", {I, H}, Init::kNormal});
+  specs.push_back({prefix + "up_proj.weight", {I, H}, Init::kNormal});
+  specs.push_back({prefix + "down_proj.weight", {H, I}, Init::kNormal});
+}
+
+ExpertWeights bind_swiglu(const Params& p, const std::string& prefix) {
+  return {get(p, prefix + "gate_proj.weight"), get(p, prefix + "up_proj.weight"), get(p, prefix + "down_proj.weight")};
+}
+
+void add_expert_specs(const std::string& prefix, ExpertRange experts, int64_t H, int64_t I,
+                      std::string (*expert_name)(const std::string& prefix, int64_t e, int which),
+                      std::vector<ParamSpec>& specs) {
+  for (int64_t e = experts.first; e < experts.first + experts.count; ++e) {
+    specs.push_back({expert_name(prefix, e, 0), {I, H}, Init::kNormal});
+    specs.push_back({expert_name(prefix, e, 1), {I, H}, Init::kNormal});
+    specs.push_back({expert_name(prefix, e, 2), {H, I}, Init::kNormal});
+  }
+}
+
+std::vector<ExpertWeights> bind_experts(const Params& p, const std::string& prefix, ExpertRange experts,
+                                        std::string (*expert_name)(const std::string& prefix, int64_t e, int which)) {
+  std::vector<ExpertWeights> out;
+  for (int64_t e = experts.first; e < experts.first + experts.count; ++e) {
+    out.push_back({get(p, expert_name(prefix, e, 0)), get(p, expert_name(prefix, e, 1)),
+                   get(p, expert_name(prefix, e, 2))});
+  }
+  return out;
+}
 
 void add_embedding_specs(const io::HfConfig& cfg, std::vector<ParamSpec>& specs) {
   specs.push_back({"model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}, Init::kNormal});
@@ -115,6 +186,17 @@ void drop_remote_experts(const std::string& prefix, int64_t num_experts, ExpertR
       }
     }
     it = remote ? tensors.erase(it) : std::next(it);
+  }
+}
+
+void canonicalize_experts(const io::HfConfig& cfg, ExpertRange experts, const std::string& moe_prefix,
+                          std::string (*expert_name)(const std::string& prefix, int64_t e, int which),
+                          Params& tensors) {
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    if (!cfg.is_moe_layer(i)) continue;
+    const std::string p = layer_prefix(i) + moe_prefix;
+    split_fused_experts(p, experts, expert_name, tensors);
+    drop_remote_experts(p, cfg.num_experts, experts, tensors);
   }
 }
 

@@ -2,7 +2,7 @@
 // block under block_sparse_moe (gate + experts.{e}.w1/w3/w2 = gate/up/down), router softmax
 // then top-k then renormalise. transformers 5 keeps these in memory as mlp.gate and fused
 // mlp.experts.{gate_up_proj,down_proj}; both spellings load, the hub one is saved.
-#include "model/archs/arch.h"
+#include "model/archs/decoder.h"
 
 namespace moerl::model {
 namespace {
@@ -19,23 +19,12 @@ class Mixtral final : public Arch {
   const char* model_type() const override { return "mixtral"; }
 
   std::vector<ParamSpec> param_specs(const io::HfConfig& cfg, ExpertRange experts) const override {
-    std::vector<ParamSpec> s;
-    add_embedding_specs(cfg, s);
-    const int64_t H = cfg.hidden_size, I = cfg.intermediate_size;
-    for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
-      const std::string p = layer_prefix(i);
-      s.push_back({p + "input_layernorm.weight", {H}, Init::kOnes});
-      add_attention_specs(cfg, p + "self_attn.", /*qk_norm=*/false, s);
-      s.push_back({p + "post_attention_layernorm.weight", {H}, Init::kOnes});
-      s.push_back({p + "block_sparse_moe.gate.weight", {cfg.num_experts, H}, Init::kNormal});
-      for (int64_t e = experts.first; e < experts.first + experts.count; ++e) {
-        s.push_back({expert_name(p + "block_sparse_moe.", e, 0), {I, H}, Init::kNormal});
-        s.push_back({expert_name(p + "block_sparse_moe.", e, 1), {I, H}, Init::kNormal});
-        s.push_back({expert_name(p + "block_sparse_moe.", e, 2), {H, I}, Init::kNormal});
-      }
-    }
-    add_head_specs(cfg, s);
-    return s;
+    return decoder_specs(
+        cfg, [&](const std::string& p, std::vector<ParamSpec>& s) { add_attention_specs(cfg, p + "self_attn.", false, s); },
+        [&](const std::string& p, std::vector<ParamSpec>& s) {
+          s.push_back({p + "block_sparse_moe.gate.weight", {cfg.num_experts, cfg.hidden_size}, Init::kNormal});
+          add_expert_specs(p + "block_sparse_moe.", experts, cfg.hidden_size, cfg.intermediate_size, expert_name, s);
+        });
   }
 
   void canonicalize(const io::HfConfig& cfg, ExpertRange experts, Params& t) const override {
@@ -66,19 +55,15 @@ class Mixtral final : public Arch {
 
   LayerWeights bind_layer(const io::HfConfig& cfg, ExpertRange experts, const Params& params,
                           int64_t i) const override {
-    const std::string p = layer_prefix(i);
-    const std::string moe = p + "block_sparse_moe.";
-    LayerWeights w;
-    w.input_norm = get(params, p + "input_layernorm.weight");
-    w.post_attention_norm = get(params, p + "post_attention_layernorm.weight");
-    w.attn = bind_attention(params, p + "self_attn.", /*qk_norm=*/false, cfg.attention_bias);
-    w.is_moe = true;
-    w.moe.router_EH = get(params, moe + "gate.weight");
-    for (int64_t e = experts.first; e < experts.first + experts.count; ++e) {
-      w.moe.experts.push_back({get(params, expert_name(moe, e, 0)), get(params, expert_name(moe, e, 1)),
-                               get(params, expert_name(moe, e, 2))});
-    }
-    return w;
+    return bind_decoder_layer(
+        cfg, params, i,
+        [&](const std::string& p, LayerWeights& w) {
+          w.attn = bind_attention(params, p + "self_attn.", /*qk_norm=*/false, cfg.attention_bias);
+        },
+        [&](const std::string& p, LayerWeights& w) {
+          w.moe.router_EH = get(params, p + "block_sparse_moe.gate.weight");
+          w.moe.experts = bind_experts(params, p + "block_sparse_moe.", experts, expert_name);
+        });
   }
 };
 

@@ -7,6 +7,8 @@ namespace moerl::model {
 
 const Arch& qwen3_moe_arch();
 const Arch& mixtral_arch();
+const Arch& qwen2_moe_arch();
+const Arch& deepseek_v3_arch();
 
 namespace {
 struct Entry {
@@ -16,6 +18,8 @@ struct Entry {
 const Entry kArchs[] = {
     {"qwen3_moe", qwen3_moe_arch},
     {"mixtral", mixtral_arch},
+    {"qwen2_moe", qwen2_moe_arch},
+    {"deepseek_v3", deepseek_v3_arch},
 };
 }  // namespace
 

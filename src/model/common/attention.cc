@@ -20,7 +20,6 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
                      const AttentionContext& ctx, KvCache* cache, int64_t layer) {
   const int64_t B = x_BTH.size(0), T = x_BTH.size(1);
   const int64_t Hq = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim;
-  const int64_t G = Hq / Hkv;
 
   at::Tensor q = project(x_BTH, w.q_proj, w.q_bias).view({B, T, Hq, D});
   at::Tensor k = project(x_BTH, w.k_proj, w.k_bias).view({B, T, Hkv, D});
@@ -39,13 +38,18 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
     keys = cache->k[layer].narrow(2, 0, ctx.cache_start + T);
     values = cache->v[layer].narrow(2, 0, ctx.cache_start + T);
   }
-  const int64_t S = keys.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  if (cpu_attention_applies(q, keys)) {  // one fused op instead of B*Hkv small gemms
-    at::Tensor out = cpu_attention(q, keys, values, ctx.allowed_B1TS, scale);  // [B,T,Hq,D]
-    return at::linear(out.view({B, T, Hq * D}), w.o_proj);
-  }
+  at::Tensor out = attention_core(q, keys, values, ctx.allowed_B1TS, scale);  // [B,T,Hq,D]
+  return at::linear(out.reshape({B, T, Hq * D}), w.o_proj);
+}
 
+at::Tensor attention_core(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                          const at::Tensor& allowed_B1TS, double scale) {
+  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t Hkv = keys.size(1), S = keys.size(2), Dv = values.size(3), G = Hq / Hkv;
+  if (cpu_attention_applies(q, keys)) {  // one fused op instead of B*Hkv small gemms
+    return cpu_attention(q, keys, values, allowed_B1TS, scale);  // [B,T,Hq,Dv]
+  }
   at::Tensor q_grouped = q.reshape({B, Hkv, G * T, D});
   at::Tensor scores = at::matmul(q_grouped, keys.transpose(2, 3)) * scale;
   // Mask and softmax in float32 (float64 for double models), as HF's eager attention does.
@@ -53,11 +57,10 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
   scores = scores.view({B, Hkv, G, T, S}).to(is_double ? at::kDouble : at::kFloat);
   // Fully masked rows (pad queries) get uniform weights instead of NaN: lowest finite value.
   const double lowest = is_double ? std::numeric_limits<double>::lowest() : std::numeric_limits<float>::lowest();
-  scores = scores.masked_fill(ctx.allowed_B1TS.unsqueeze(1).logical_not(), lowest);
+  scores = scores.masked_fill(allowed_B1TS.unsqueeze(1).logical_not(), lowest);
   at::Tensor probs = at::softmax(scores, -1).to(q.scalar_type());
-  at::Tensor out = at::matmul(probs.view({B, Hkv, G * T, S}), values);  // [B,Hkv,G*T,D]
-  out = out.view({B, Hq, T, D}).transpose(1, 2).reshape({B, T, Hq * D});
-  return at::linear(out, w.o_proj);
+  at::Tensor out = at::matmul(probs.view({B, Hkv, G * T, S}), values);  // [B,Hkv,G*T,Dv]
+  return out.view({B, Hq, T, Dv}).transpose(1, 2);
 }
 
 }  // namespace moerl::model

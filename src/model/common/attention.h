@@ -39,4 +39,11 @@ struct AttentionContext {
 at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, const at::Tensor& x_BTH,
                      const AttentionContext& ctx, KvCache* cache, int64_t layer);
 
+// The core softmax(mask(q k^T * scale)) v shared by GQA and MLA: q [B,Hq,T,D], k [B,Hkv,S,D],
+// v [B,Hkv,S,Dv] (query head h reads kv head h / (Hq/Hkv)), allowed [B,1,T,S]. Returns
+// [B,T,Hq,Dv]. Scores and softmax in float32 (float64 for double inputs); a query with no
+// allowed slot attends uniformly. CPU float32/float64 runs the fused cpu_attention op.
+at::Tensor attention_core(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD, const at::Tensor& v_BhSD,
+                          const at::Tensor& allowed_B1TS, double scale);
+
 }  // namespace moerl::model

@@ -19,7 +19,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct Dims {
-  int64_t B, Hq, Hkv, G, T, S, D;
+  int64_t B, Hq, Hkv, G, T, S, D, Dv;  // D: query/key width, Dv: value width
 };
 
 // Eight independent lanes per loop: fixed-width inner loops that compilers vectorize at -O2
@@ -47,7 +47,8 @@ inline void axpy(T alpha, const T* __restrict__ x, T* __restrict__ y, int64_t n)
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
-// q [B,Hq,T,D], k/v [B,Hkv,S,D], allowed [B,T,S]; writes out [B,T,Hq,D] and probs [B,Hq,T,S]
+// q [B,Hq,T,D], k [B,Hkv,S,D], v [B,Hkv,S,Dv], allowed [B,T,S]; writes out [B,T,Hq,Dv] and
+// probs [B,Hq,T,S]
 // (a query with no allowed slot gets uniform probabilities).
 template <typename T>
 void forward_kernel(const Dims& d, const T* q, const T* k, const T* v, const bool* allowed, T scale, T* out,
@@ -56,7 +57,7 @@ void forward_kernel(const Dims& d, const T* q, const T* k, const T* v, const boo
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.Hkv, hk = bh % d.Hkv;
       const T* kb = k + bh * d.S * d.D;
-      const T* vb = v + bh * d.S * d.D;
+      const T* vb = v + bh * d.S * d.Dv;
       for (int64_t g = 0; g < d.G; ++g) {
         const int64_t h = hk * d.G + g;
         for (int64_t t = 0; t < d.T; ++t) {
@@ -82,10 +83,10 @@ void forward_kernel(const Dims& d, const T* q, const T* k, const T* v, const boo
           } else {
             for (int64_t s = 0; s < d.S; ++s) p[s] = T(1) / static_cast<T>(d.S);
           }
-          T* o = out + ((b * d.T + t) * d.Hq + h) * d.D;
-          for (int64_t i = 0; i < d.D; ++i) o[i] = 0;
+          T* o = out + ((b * d.T + t) * d.Hq + h) * d.Dv;
+          for (int64_t i = 0; i < d.Dv; ++i) o[i] = 0;
           for (int64_t s = 0; s < d.S; ++s) {
-            if (p[s] != T(0)) axpy(p[s], vb + s * d.D, o, d.D);
+            if (p[s] != T(0)) axpy(p[s], vb + s * d.Dv, o, d.Dv);
           }
         }
       }
@@ -93,7 +94,8 @@ void forward_kernel(const Dims& d, const T* q, const T* k, const T* v, const boo
   });
 }
 
-// dout [B,T,Hq,D] -> dq [B,Hq,T,D], dk/dv [B,Hkv,S,D] (zero-initialised by the caller).
+// dout [B,T,Hq,Dv] -> dq [B,Hq,T,D], dk [B,Hkv,S,D], dv [B,Hkv,S,Dv] (zero-initialised by the
+// caller).
 template <typename T>
 void backward_kernel(const Dims& d, const T* q, const T* k, const T* v, const bool* allowed, const T* probs,
                      const T* dout, T scale, T* dq, T* dk, T* dv) {
@@ -102,16 +104,16 @@ void backward_kernel(const Dims& d, const T* q, const T* k, const T* v, const bo
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.Hkv, hk = bh % d.Hkv;
       const T* kb = k + bh * d.S * d.D;
-      const T* vb = v + bh * d.S * d.D;
+      const T* vb = v + bh * d.S * d.Dv;
       T* dkb = dk + bh * d.S * d.D;
-      T* dvb = dv + bh * d.S * d.D;
+      T* dvb = dv + bh * d.S * d.Dv;
       for (int64_t g = 0; g < d.G; ++g) {
         const int64_t h = hk * d.G + g;
         for (int64_t t = 0; t < d.T; ++t) {
           const int64_t row = (b * d.Hq + h) * d.T + t;
           const T* p = probs + row * d.S;
           const T* qr = q + row * d.D;
-          const T* go = dout + ((b * d.T + t) * d.Hq + h) * d.D;
+          const T* go = dout + ((b * d.T + t) * d.Hq + h) * d.Dv;
           const bool* ok = allowed + (b * d.T + t) * d.S;
           bool any = false;
           for (int64_t s = 0; s < d.S; ++s) any = any || ok[s];
@@ -121,8 +123,8 @@ void backward_kernel(const Dims& d, const T* q, const T* k, const T* v, const bo
               ds[s] = 0;
               continue;
             }
-            axpy(p[s], go, dvb + s * d.D, d.D);  // dV += P^T dO
-            ds[s] = dot(go, vb + s * d.D, d.D);  // dP = dO V^T
+            axpy(p[s], go, dvb + s * d.Dv, d.Dv);  // dV += P^T dO
+            ds[s] = dot(go, vb + s * d.Dv, d.Dv);  // dP = dO V^T
             r += p[s] * ds[s];
           }
           if (!any) continue;  // masked_fill blocks the score gradient of a pad query
@@ -139,8 +141,8 @@ void backward_kernel(const Dims& d, const T* q, const T* k, const T* v, const bo
   });
 }
 
-Dims dims_of(const at::Tensor& q, const at::Tensor& k) {
-  Dims d{q.size(0), q.size(1), k.size(1), 0, q.size(2), k.size(2), q.size(3)};
+Dims dims_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  Dims d{q.size(0), q.size(1), k.size(1), 0, q.size(2), k.size(2), q.size(3), v.size(3)};
   d.G = d.Hq / d.Hkv;
   return d;
 }
@@ -151,8 +153,8 @@ class CpuAttentionFn : public torch::autograd::Function<CpuAttentionFn> {
                                const at::Tensor& v_in, const at::Tensor& allowed_in, double scale) {
     at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
     at::Tensor allowed = allowed_in.contiguous();
-    const Dims d = dims_of(q, k);
-    at::Tensor out = at::empty({d.B, d.T, d.Hq, d.D}, q.options());
+    const Dims d = dims_of(q, k, v);
+    at::Tensor out = at::empty({d.B, d.T, d.Hq, d.Dv}, q.options());
     at::Tensor probs = at::empty({d.B, d.Hq, d.T, d.S}, q.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "cpu_attention", [&] {
       forward_kernel<scalar_t>(d, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
@@ -169,7 +171,7 @@ class CpuAttentionFn : public torch::autograd::Function<CpuAttentionFn> {
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &allowed = saved[3], &probs = saved[4];
     const double scale = ctx->saved_data["scale"].toDouble();
     at::Tensor dout = grads[0].contiguous();
-    const Dims d = dims_of(q, k);
+    const Dims d = dims_of(q, k, v);
     at::Tensor dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "cpu_attention_backward", [&] {
       backward_kernel<scalar_t>(d, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
@@ -191,8 +193,9 @@ bool cpu_attention_applies(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD) {
 
 at::Tensor cpu_attention(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD, const at::Tensor& v_BhSD,
                          const at::Tensor& allowed_B1TS, double scale) {
-  MOERL_CHECK(q_BhTD.dim() == 4 && k_BhSD.dim() == 4 && v_BhSD.sizes() == k_BhSD.sizes())
-      << "cpu_attention: q [B,Hq,T,D], k and v [B,Hkv,S,D]";
+  MOERL_CHECK(q_BhTD.dim() == 4 && k_BhSD.dim() == 4 && v_BhSD.dim() == 4 &&
+              v_BhSD.sizes().slice(0, 3) == k_BhSD.sizes().slice(0, 3))
+      << "cpu_attention: q [B,Hq,T,D], k [B,Hkv,S,D] and v [B,Hkv,S,Dv]";
   MOERL_CHECK(q_BhTD.size(0) == k_BhSD.size(0) && q_BhTD.size(3) == k_BhSD.size(3) &&
               q_BhTD.size(1) % k_BhSD.size(1) == 0)
       << "cpu_attention: batch / head dim / head grouping of q and k differ";

@@ -18,9 +18,9 @@ namespace moerl::model {
 // True when cpu_attention handles these inputs: CPU tensors of float32 or float64.
 bool cpu_attention_applies(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD);
 
-// q [B,Hq,T,D], k and v [B,Hkv,S,D] (Hq a multiple of Hkv: query head h reads kv head
-// h / (Hq/Hkv)), allowed [B,1,T,S] bool. Returns [B,T,Hq,D] (contiguous), differentiable
-// in q, k and v.
+// q [B,Hq,T,D], k [B,Hkv,S,D], v [B,Hkv,S,Dv] (Hq a multiple of Hkv: query head h reads kv
+// head h / (Hq/Hkv); Dv may differ from D, as in MLA), allowed [B,1,T,S] bool. Returns
+// [B,T,Hq,Dv] (contiguous), differentiable in q, k and v.
 at::Tensor cpu_attention(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD, const at::Tensor& v_BhSD,
                          const at::Tensor& allowed_B1TS, double scale);
 

@@ -3,13 +3,15 @@
 
 namespace moerl::model {
 
-KvCache::KvCache(int64_t num_layers, int64_t batch, int64_t num_kv_heads, int64_t capacity,
-                 int64_t head_dim, at::TensorOptions options) {
-  k.reserve(num_layers);
-  v.reserve(num_layers);
+KvCache::KvCache(int64_t num_layers, int64_t batch, int64_t capacity, const KvCacheShape& shape,
+                 at::TensorOptions options) {
   for (int64_t i = 0; i < num_layers; ++i) {
-    k.push_back(at::zeros({batch, num_kv_heads, capacity, head_dim}, options));
-    v.push_back(at::zeros({batch, num_kv_heads, capacity, head_dim}, options));
+    if (shape.kind == KvCacheKind::kLatent) {
+      latent.push_back(at::zeros({batch, capacity, shape.latent_dim}, options));
+    } else {
+      k.push_back(at::zeros({batch, shape.num_kv_heads, capacity, shape.head_dim}, options));
+      v.push_back(at::zeros({batch, shape.num_kv_heads, capacity, shape.head_dim}, options));
+    }
   }
   auto dev = options.device();
   valid = at::zeros({batch, capacity}, at::TensorOptions().dtype(at::kBool).device(dev));

@@ -1,7 +1,13 @@
-// Key/value cache for batched generation: one preallocated [B, Hkv, Tmax, D] buffer per
-// layer for keys and one for values, filled slot by slot. All rows share the slot cursor
-// (`length`); `valid` marks which slots hold real tokens (left padding and rows that already
-// stopped hold pad slots), `next_pos` is each row's next position id (its own token count).
+// Key/value cache for batched generation, preallocated per layer at full capacity and
+// filled slot by slot. Two layouts:
+//   kHeads  (GQA: qwen*_moe, mixtral): k and v [B, Hkv, Tmax, D] per layer;
+//   kLatent (MLA: deepseek_v3): latent [B, Tmax, kv_lora_rank + qk_rope_head_dim] per layer,
+//           the normed compressed kv followed by the rotated shared rope key, which is what
+//           MLA keeps per token (keys and values are expanded from it, or absorbed; see
+//           mla_attention.h).
+// All rows share the slot cursor (`length`); `valid` marks which slots hold real tokens
+// (left padding and rows that already stopped hold pad slots), `next_pos` is each row's next
+// position id (its own token count).
 //
 //   KvCache cache = model.make_cache(/*batch=*/64, /*capacity=*/prompt_len + max_new);
 //   model.forward({prompt_ids, prompt_mask, {}, &cache});   // prefill
@@ -17,16 +23,26 @@
 
 namespace moerl::model {
 
+enum class KvCacheKind { kHeads, kLatent };
+
+struct KvCacheShape {
+  KvCacheKind kind = KvCacheKind::kHeads;
+  int64_t num_kv_heads = 0;  // kHeads
+  int64_t head_dim = 0;      // kHeads
+  int64_t latent_dim = 0;    // kLatent
+};
+
 struct KvCache {
-  std::vector<at::Tensor> k;  // per layer [B,Hkv,Tmax,D]
-  std::vector<at::Tensor> v;  // per layer [B,Hkv,Tmax,D]
-  at::Tensor valid;           // [B,Tmax] bool: slot holds a real token
-  at::Tensor next_pos;        // [B] int64: position id of each row's next token
-  int64_t length = 0;         // slots filled so far (same for every row)
+  std::vector<at::Tensor> k;       // kHeads: per layer [B,Hkv,Tmax,D]
+  std::vector<at::Tensor> v;       // kHeads: per layer [B,Hkv,Tmax,D]
+  std::vector<at::Tensor> latent;  // kLatent: per layer [B,Tmax,C]
+  at::Tensor valid;                // [B,Tmax] bool: slot holds a real token
+  at::Tensor next_pos;             // [B] int64: position id of each row's next token
+  int64_t length = 0;              // slots filled so far (same for every row)
 
   KvCache() = default;
-  KvCache(int64_t num_layers, int64_t batch, int64_t num_kv_heads, int64_t capacity,
-          int64_t head_dim, at::TensorOptions options);
+  KvCache(int64_t num_layers, int64_t batch, int64_t capacity, const KvCacheShape& shape,
+          at::TensorOptions options);
 
   int64_t batch() const { return valid.size(0); }
   int64_t capacity() const { return valid.size(1); }

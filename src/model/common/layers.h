@@ -1,5 +1,5 @@
-// Stateless building blocks shared by every architecture: RMSNorm, rotary embeddings
-// (rotate-half convention, as Hugging Face), SwiGLU MLP. Pure functions of tensors; all are
+// Stateless building blocks shared by every architecture: RMSNorm, SwiGLU MLP, and the
+// rotary embeddings of rope.h (included here). Pure functions of tensors; all are
 // differentiable and run on whatever device/dtype their inputs have.
 //
 // Legend: B batch, T query tokens, H hidden, D head dim, I intermediate width.
@@ -13,19 +13,17 @@
 
 #include <utility>
 
+#include "model/common/rope.h"
+
 namespace moerl::model {
 
 // y = w * x / sqrt(mean(x^2) + eps), the mean taken in at least float32 precision.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-// cos/sin tables [B,T,D] for integer positions [B,T]: freq_j = theta^(-2j/D), the D/2
-// frequencies repeated twice (HF's cat(freqs, freqs)). Computed in float32 (or float64 when
-// `dtype` is double), then cast to `dtype`.
-std::pair<at::Tensor, at::Tensor> rope_cos_sin(const at::Tensor& position_ids_BT, int64_t head_dim,
-                                               double theta, at::ScalarType dtype);
-
-// x * cos + rotate_half(x) * sin for x [B,heads,T,D] and cos/sin [B,T,D].
-at::Tensor apply_rope(const at::Tensor& x_BhTD, const at::Tensor& cos_BTD, const at::Tensor& sin_BTD);
+// One SwiGLU MLP's weights (a dense layer's MLP, a routed or a shared expert).
+struct ExpertWeights {
+  at::Tensor gate_IH, up_IH, down_HI;  // SwiGLU, nn.Linear layout
+};
 
 // down(silu(gate(x)) * up(x)); weights in nn.Linear layout ([out,in]).
 at::Tensor swiglu(const at::Tensor& x, const at::Tensor& gate_IH, const at::Tensor& up_IH,

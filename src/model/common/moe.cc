@@ -1,4 +1,4 @@
-// MoE block: router, ep dispatch/combine (autograd), grouped local SwiGLU experts.
+// MoE block: router, ep dispatch/combine (autograd), grouped local SwiGLU experts, shared expert.
 #include "model/common/moe.h"
 
 #include "base/check.h"
@@ -6,16 +6,6 @@
 #include "model/common/layers.h"
 
 namespace moerl::model {
-
-void route(const at::Tensor& router_logits_TE, const RouterConfig& cfg, at::Tensor* topk_idx_TK,
-           at::Tensor* topk_weight_TK) {
-  const at::ScalarType ct = router_logits_TE.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor probs = at::softmax(router_logits_TE, -1, ct);
-  auto [vals, idx] = at::topk(probs, cfg.top_k, -1, /*largest=*/true, /*sorted=*/true);
-  if (cfg.norm_topk_prob) vals = vals / vals.sum(-1, /*keepdim=*/true);
-  *topk_idx_TK = idx;
-  *topk_weight_TK = vals.to(router_logits_TE.scalar_type());
-}
 
 namespace {
 LocalExpertsHook g_local_experts_hook = nullptr;
@@ -61,18 +51,27 @@ at::Tensor run_local_experts(const std::vector<ExpertWeights>& experts, const at
   return at::zeros_like(x_NH).index_add(0, at::cat(rows), at::cat(outs));
 }
 
-MoeOutput moe_forward(const MoeWeights& w, const at::Tensor& x_TH, const RouterConfig& cfg,
-                      ep::Group& group) {
+at::Tensor router_logits(const MoeWeights& w, const at::Tensor& x_TH, const RouterConfig& cfg) {
+  if (cfg.logits_precision == RouterPrecision::kFloat32 && x_TH.scalar_type() != at::kDouble &&
+      x_TH.scalar_type() != at::kFloat) {
+    return at::linear(x_TH.to(at::kFloat), w.router_EH.to(at::kFloat));
+  }
+  return at::linear(x_TH, w.router_EH);
+}
+
+MoeOutput moe_forward(const MoeWeights& w, const at::Tensor& x_TH, const RouterConfig& cfg, ep::Group& group,
+                      const at::Tensor& forced_topk_idx_TK) {
   MOERL_CHECK_EQ(group.num_experts(), cfg.num_experts);
   MOERL_CHECK_EQ(static_cast<int64_t>(w.experts.size()), group.num_local_experts());
   MoeOutput o;
-  o.router_logits_TE = at::linear(x_TH, w.router_EH);
-  route(o.router_logits_TE, cfg, &o.topk_idx_TK, &o.topk_weight_TK);
+  o.router_logits_TE = router_logits(w, x_TH, cfg);
+  route(o.router_logits_TE, cfg, &o.topk_idx_TK, &o.topk_weight_TK, w.score_bias_E, forced_topk_idx_TK);
   ep::Layout layout = group.get_dispatch_layout(o.topk_idx_TK, cfg.num_experts);
   o.expert_load_E = layout.num_tokens_per_expert;
   ep::Dispatched d = ep::dispatch_autograd(group, x_TH, o.topk_idx_TK, o.topk_weight_TK, layout);
   at::Tensor y_NH = run_local_experts(w.experts, d.recv_x_NH, d.recv_topk_idx_NK, d.recv_topk_weights_NK);
   o.y_TH = ep::combine_autograd(group, y_NH, d.handle);
+  if (w.shared.defined()) o.y_TH = o.y_TH + shared_expert(w.shared, x_TH);
   return o;
 }
 

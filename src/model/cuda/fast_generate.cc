@@ -14,8 +14,10 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "model/common/layers.h"
+#include "model/common/mla_attention.h"
 #include "model/common/moe.h"
 #include "model/cuda/moe_gpu.h"
+#include "model/routing_record.h"
 
 namespace moerl::model::cuda {
 namespace {
@@ -26,11 +28,17 @@ class DecodeStep {
  public:
   DecodeStep(Model& m, KvCache& cache) : m_(m), cache_(cache) {
     const io::HfConfig& c = m.config();
+    if (c.is_mla()) mla_ = mla_shape(c);
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      layers_.push_back(m.arch().bind_layer(c, m.experts(), m.params(), i));
+      layers_.push_back(m.arch().bind_layer(c, m.experts(), m.state(), i));
       const LayerWeights& w = layers_.back();
       if (w.is_moe) stacked_.push_back(stack_experts(w.moe.experts));
       else stacked_.emplace_back();
+      if (w.attention == AttentionKind::kMla) {
+        qkv_w_.emplace_back();
+        qkv_b_.emplace_back();
+        continue;
+      }
       // One GEMM for q, k and v: their weights (and biases) stacked once, outside the graph.
       qkv_w_.push_back(at::cat({w.attn.q_proj, w.attn.k_proj, w.attn.v_proj}, 0));
       qkv_b_.push_back(w.attn.q_bias.defined() ? at::cat({w.attn.q_bias, w.attn.k_bias, w.attn.v_bias}, 0) : at::Tensor());
@@ -48,42 +56,34 @@ class DecodeStep {
 
   at::Tensor run() {
     const io::HfConfig& c = m_.config();
-    const int64_t B = cache_.batch(), H = c.hidden_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-    const int64_t D = c.head_dim, G = Hq / Hkv, S = cache_.capacity();
-    const double eps = c.rms_norm_eps, scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const int64_t B = cache_.batch(), H = c.hidden_size, S = cache_.capacity();
+    const double eps = c.rms_norm_eps;
     const at::ScalarType dt = m_.dtype();
     const RouterConfig rc = m_.arch().router_config(c);
     cache_.valid.index_copy_(1, slot_1, active_B.unsqueeze(1));
     at::Tensor key_ok = cache_.valid.view({B, 1, 1, S});
-    auto [cos, sin] = rope_cos_sin(cache_.next_pos.unsqueeze(1), D, c.rope_theta, dt);  // [B,1,D]
+    auto [cos, sin] = rope_cos_sin(cache_.next_pos.unsqueeze(1), m_.rope(), dt);  // [B,1,D]
     at::Tensor x = at::embedding(embed_, tok_B).view({B, 1, H});
+    int64_t moe_layer = 0;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LayerWeights& w = layers_[i];
       at::Tensor h = norm(x, w.input_norm, eps);
-      at::Tensor qkv = lin(h, qkv_w_[i], qkv_b_[i]);  // [B,1,(Hq+2Hkv)*D]
-      at::Tensor q = qkv.narrow(-1, 0, Hq * D).view({B, 1, Hq, D});
-      at::Tensor k = qkv.narrow(-1, Hq * D, Hkv * D).view({B, 1, Hkv, D});
-      at::Tensor v = qkv.narrow(-1, (Hq + Hkv) * D, Hkv * D).view({B, 1, Hkv, D});
-      if (w.attn.q_norm.defined()) q = norm(q, w.attn.q_norm, eps);
-      if (w.attn.k_norm.defined()) k = norm(k, w.attn.k_norm, eps);
-      q = apply_rope(q.transpose(1, 2), cos, sin);  // [B,Hq,1,D]
-      k = apply_rope(k.transpose(1, 2), cos, sin);  // [B,Hkv,1,D]
-      cache_.k[i].index_copy_(2, slot_1, k);
-      cache_.v[i].index_copy_(2, slot_1, v.transpose(1, 2));
-      // Attention over the whole cache under its validity mask. (at::scaled_dot_product_attention
-      // with this mask and GQA measured 2x slower at batch 16, and its greedy tokens for
-      // left-padded rows diverged from model::generate's: kept explicit.)
-      at::Tensor scores = at::matmul(q.reshape({B, Hkv, G, D}), cache_.k[i].transpose(2, 3)) * scale;  // [B,Hkv,G,S]
-      scores = scores.to(at::kFloat).masked_fill(key_ok.logical_not(), std::numeric_limits<float>::lowest());
-      at::Tensor probs = at::softmax(scores, -1).to(dt);
-      at::Tensor out = at::matmul(probs, cache_.v[i]).reshape({B, 1, Hq * D});  // [B,Hkv,G,D] -> heads in order
-      x = x + at::linear(out, w.attn.o_proj);
+      if (w.attention == AttentionKind::kMla) {
+        // Absorbed MLA over the whole latent cache under its validity mask (static shapes).
+        MlaProjection p = mla_project(w.mla, mla_, h, cos, sin);
+        cache_.latent[i].index_copy_(1, slot_1, p.latent_BTC);
+        x = x + mla_attend(w.mla, mla_, p.q_BhTD, cache_.latent[i], key_ok, /*absorb=*/true);
+      } else {
+        x = x + gqa(w, i, h, cos, sin, key_ok);
+      }
       at::Tensor hh = norm(x, w.post_attention_norm, eps).view({B, H});
       at::Tensor y;
       if (w.is_moe) {
-        at::Tensor logits = at::linear(hh, w.moe.router_EH), idx, wt;
-        route(logits, rc, &idx, &wt);
+        at::Tensor logits = router_logits(w.moe, hh, rc), idx, wt;
+        route(logits, rc, &idx, &wt, w.moe.score_bias_E);
+        if (routing_LBK.defined()) routing_LBK.select(0, moe_layer++).copy_(idx);  // routing replay record
         y = grouped_experts(hh, idx, wt, stacked_[i].first, stacked_[i].second).to(dt);
+        if (w.moe.shared.defined()) y = y + shared_expert(w.moe.shared, hh);
       } else {
         y = model::swiglu(hh, w.mlp.gate_IH, w.mlp.up_IH, w.mlp.down_HI);
       }
@@ -93,8 +93,37 @@ class DecodeStep {
   }
 
   at::Tensor tok_B, slot_1, active_B;
+  at::Tensor routing_LBK;  // record_routing: this step's expert ids per MoE layer (static, in the graph)
 
  private:
+  // One GQA attention step: q/k/v of the new token, written at slot_1, attended over the cache.
+  at::Tensor gqa(const LayerWeights& w, size_t i, const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin,
+                 const at::Tensor& key_ok) {
+    const io::HfConfig& c = m_.config();
+    const int64_t B = cache_.batch(), Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+    const int64_t D = c.head_dim, G = Hq / Hkv;
+    const double eps = c.rms_norm_eps, scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const at::ScalarType dt = m_.dtype();
+    at::Tensor qkv = lin(h, qkv_w_[i], qkv_b_[i]);  // [B,1,(Hq+2Hkv)*D]
+    at::Tensor q = qkv.narrow(-1, 0, Hq * D).view({B, 1, Hq, D});
+    at::Tensor k = qkv.narrow(-1, Hq * D, Hkv * D).view({B, 1, Hkv, D});
+    at::Tensor v = qkv.narrow(-1, (Hq + Hkv) * D, Hkv * D).view({B, 1, Hkv, D});
+    if (w.attn.q_norm.defined()) q = norm(q, w.attn.q_norm, eps);
+    if (w.attn.k_norm.defined()) k = norm(k, w.attn.k_norm, eps);
+    q = apply_rope(q.transpose(1, 2), cos, sin);  // [B,Hq,1,D]
+    k = apply_rope(k.transpose(1, 2), cos, sin);  // [B,Hkv,1,D]
+    cache_.k[i].index_copy_(2, slot_1, k);
+    cache_.v[i].index_copy_(2, slot_1, v.transpose(1, 2));
+    // Attention over the whole cache under its validity mask. (at::scaled_dot_product_attention
+    // with this mask and GQA measured 2x slower at batch 16, and its greedy tokens for
+    // left-padded rows diverged from model::generate's: kept explicit.)
+    at::Tensor scores = at::matmul(q.reshape({B, Hkv, G, D}), cache_.k[i].transpose(2, 3)) * scale;  // [B,Hkv,G,S]
+    scores = scores.to(at::kFloat).masked_fill(key_ok.logical_not(), std::numeric_limits<float>::lowest());
+    at::Tensor probs = at::softmax(scores, -1).to(dt);
+    at::Tensor out = at::matmul(probs, cache_.v[i]).reshape({B, 1, Hq * D});  // [B,Hkv,G,D] -> heads in order
+    return at::linear(out, w.attn.o_proj);
+  }
+
   static at::Tensor lin(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
   }
@@ -107,6 +136,7 @@ class DecodeStep {
   std::vector<LayerWeights> layers_;
   std::vector<std::pair<at::Tensor, at::Tensor>> stacked_;
   std::vector<at::Tensor> qkv_w_, qkv_b_;
+  MlaShape mla_;
   at::Tensor embed_, norm_, head_;
 };
 
@@ -170,7 +200,14 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
     mask[b].narrow(0, off, n).fill_(1);
   }
   KvCache cache = m.make_cache(B, Tp + N);
-  at::Tensor first_logits = m.forward({ids, mask, {}, &cache}).logits_BTV.select(1, Tp - 1).contiguous();
+  ForwardOutput prefill = m.forward({ids, mask, {}, &cache});
+  at::Tensor first_logits = prefill.logits_BTV.select(1, Tp - 1).contiguous();
+  RoutingRecorder recorder(B);
+  if (config.record_routing) {
+    std::vector<int64_t> first(B);  // row b's prompt starts after its left padding
+    for (int64_t b = 0; b < B; ++b) first[b] = Tp - static_cast<int64_t>(prompts[b].size());
+    recorder.add(prefill.routing, Tp, first);
+  }
 
   const auto dev = m.device();
   auto lopt = at::TensorOptions().dtype(at::kLong).device(dev);
@@ -183,10 +220,17 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
 
   DecodeStep step(m, cache);
   step.slot_1.fill_(Tp);
+  const int64_t L = m.num_moe_layers(), K = m.arch().router_config(m.config()).top_k;
+  at::Tensor routes_NLBK;  // record_routing: step t's ids (t >= 1 feeds the token sampled at t - 1)
+  if (config.record_routing) {
+    step.routing_LBK = at::zeros({L, B, K}, lopt);
+    routes_NLBK = at::full({N, L, B, K}, -1, lopt);
+  }
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   at::Tensor graph_logits;
   at::Tensor logits = first_logits;
   for (int64_t t = 0; t < N; ++t) {
+    if (config.cancel && config.cancel()) throw GenerationCancelled(t);  // host-side: no device sync
     if (t > 0) {
       if (use_graph && !graph && t == 1) {
         // Capture on a side stream after one eager warm-up there (idempotent: same inputs).
@@ -218,6 +262,7 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
       } else {
         logits = step.run();
       }
+      if (routes_NLBK.defined()) routes_NLBK.select(0, t).copy_(step.routing_LBK);
     }
     Sampled smp = sample(logits, s, gen);
     at::Tensor tok = smp.tok.masked_fill(finished, config.pad_id);
@@ -239,6 +284,7 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
   st.used_graph = graph != nullptr;
 
   at::Tensor toks_c = toks.cpu(), lps_c = lps.cpu(), slps_c = slps.cpu();
+  at::Tensor routes_c = routes_NLBK.defined() ? routes_NLBK.to(at::kInt).cpu().contiguous() : at::Tensor();
   std::vector<Generation> out(B);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t* tk = toks_c[b].data_ptr<int64_t>();
@@ -251,6 +297,16 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
       if (std::find(config.eos_ids.begin(), config.eos_ids.end(), tk[t]) != config.eos_ids.end()) {
         out[b].finish = FinishReason::kEos;
         break;
+      }
+    }
+    if (routes_c.defined()) {
+      // The prompt (prefill), then each generated token but the last: fed at steps 1..n-1.
+      out[b].routed_experts = recorder.take(b);
+      const int64_t n = static_cast<int64_t>(out[b].tokens.size());
+      for (int64_t t = 1; t < n; ++t) {
+        at::Tensor ids_LK = routes_c[t].select(1, b).contiguous();
+        const int32_t* p = ids_LK.data_ptr<int32_t>();
+        out[b].routed_experts.insert(out[b].routed_experts.end(), p, p + L * K);
       }
     }
   }

@@ -8,7 +8,9 @@
 //   auto out = model::cuda::fast_generate(model, prompts, gen_config);  // as model::generate
 //
 // Handles greedy and temperature sampling (top_k = 0, top_p = 1) for bf16 CUDA models without
-// sliding-window attention; anything else runs model::generate. Same Generation results
+// sliding-window attention, every architecture (GQA or MLA attention, whose decode step runs
+// in the absorbed order over the latent cache; routed + shared experts; biased sigmoid group
+// routing); anything else runs model::generate. Same Generation results
 // (tokens, logprobs at temperature 1, sampling logprobs, finish reason); the random stream
 // differs from generate()'s CPU sampler, so sampled tokens differ for one seed.
 // Not thread-safe for one Model. Errors: as model::generate (empty prompts, bad ids).

@@ -44,7 +44,9 @@ at::Tensor grouped_experts(const at::Tensor& x_NH, const at::Tensor& topk_idx_NK
 struct MoeBlockWeights {
   at::Tensor router_EH, w13_E2IH, w2_EHI;
 };
-// Router (softmax in fp32, top-k, optional renorm; model::route) + grouped_experts.
+// Router (model::route with cfg's scoring and groups, no selection bias) + grouped_experts:
+// the routed half of an MoE layer (benchmarks, tests). Models run model::moe_forward, which
+// reaches grouped_experts through the install_cuda_experts hook and adds the shared expert.
 MoeOutput moe_block(const MoeBlockWeights& w, const at::Tensor& x_TH, const RouterConfig& cfg);
 
 // Stacks per-expert weights into (w13, w2).

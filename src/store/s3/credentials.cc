@@ -1,11 +1,13 @@
 // The AWS credentials chain: env, web identity (STS), container, shared file, IMDSv2.
 #include "store/s3/credentials.h"
 
+#include <chrono>
 #include <ctime>
 #include <iomanip>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "base/env.h"
 #include "base/error.h"
@@ -15,6 +17,8 @@
 namespace moerl::store::s3 {
 
 static constexpr int64_t kRefreshMarginS = 300;
+// Tries of the chain when a credentials service fails (0.25 + 0.5 + 1 s of backoff between).
+static constexpr int kRefreshAttempts = 4;
 
 std::optional<int64_t> parse_iso8601(const std::string& s) {
   std::tm tm{};
@@ -52,7 +56,7 @@ static Error provider_error(const std::string& source, const std::string& why, c
   return Error("AWS credentials (" + source + "): " + why, hint, ErrorCode::kUnavailable);
 }
 
-std::optional<Credentials> credentials_from_web_identity(HttpClient& http, const std::string& region) {
+std::optional<Credentials> credentials_from_web_identity(http::HttpClient& http, const std::string& region) {
   auto role = env::get("AWS_ROLE_ARN");
   auto token_file = env::get("AWS_WEB_IDENTITY_TOKEN_FILE");
   if (!role || !token_file) return std::nullopt;
@@ -67,14 +71,14 @@ std::optional<Credentials> credentials_from_web_identity(HttpClient& http, const
                                       {"RoleArn", *role},
                                       {"RoleSessionName", session},
                                       {"WebIdentityToken", token}});
-  HttpRequest req;
+  http::HttpRequest req;
   req.method = "POST";
   req.url = endpoint + "/";
   req.headers = {{"Content-Type", "application/x-www-form-urlencoded"}};
   req.body = body;
   req.connect_timeout_s = 5;
   req.timeout_s = 30;
-  HttpResponse r = http.perform(req);
+  http::HttpResponse r = http.perform(req);
   if (r.status != 200) {
     std::string why = r.status == 0 ? r.transport_error : "HTTP " + std::to_string(r.status);
     if (r.status != 0) {
@@ -120,7 +124,7 @@ static bool allowed_container_url(const std::string& url) {
          host == "169.254.170.23" || host == "fd00:ec2::23";
 }
 
-std::optional<Credentials> credentials_from_container(HttpClient& http) {
+std::optional<Credentials> credentials_from_container(http::HttpClient& http) {
   std::string url;
   if (auto full = env::get("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
     url = *full;
@@ -133,7 +137,7 @@ std::optional<Credentials> credentials_from_container(HttpClient& http) {
     throw Error("AWS_CONTAINER_CREDENTIALS_FULL_URI='" + url + "' is not https nor a loopback/agent address",
                 "use the URI the EKS Pod Identity agent or ECS sets");
   }
-  HttpRequest req;
+  http::HttpRequest req;
   req.url = url;
   if (auto f = env::get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")) {
     req.headers.push_back({"Authorization", read_text_file(*f, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")});
@@ -142,7 +146,7 @@ std::optional<Credentials> credentials_from_container(HttpClient& http) {
   }
   req.connect_timeout_s = 2;
   req.timeout_s = 10;
-  HttpResponse r = http.perform(req);
+  http::HttpResponse r = http.perform(req);
   if (r.status != 200) {
     throw provider_error("container", "GET " + url + " failed: " + (r.status ? "HTTP " + std::to_string(r.status) : r.transport_error),
                          "check the Pod Identity association / task role and the token file");
@@ -194,32 +198,32 @@ std::optional<Credentials> credentials_from_shared_file() {
   return c;
 }
 
-std::optional<Credentials> credentials_from_imds(HttpClient& http) {
+std::optional<Credentials> credentials_from_imds(http::HttpClient& http) {
   std::string disabled = env::get_or("AWS_EC2_METADATA_DISABLED", "false");
   if (disabled == "true" || disabled == "1") return std::nullopt;
   std::string base = env::get_or("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://169.254.169.254");
   while (!base.empty() && base.back() == '/') base.pop_back();
-  HttpRequest tok;
+  http::HttpRequest tok;
   tok.method = "PUT";
   tok.url = base + "/latest/api/token";
   tok.headers = {{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}};
   tok.connect_timeout_s = 1;
   tok.timeout_s = 2;
-  HttpResponse t = http.perform(tok);
+  http::HttpResponse t = http.perform(tok);
   if (t.status != 200) return std::nullopt;  // not on EC2 (or IMDS unreachable from this pod)
-  HttpRequest req;
+  http::HttpRequest req;
   req.url = base + "/latest/meta-data/iam/security-credentials/";
   req.headers = {{"X-aws-ec2-metadata-token", t.body}};
   req.connect_timeout_s = 1;
   req.timeout_s = 2;
-  HttpResponse roles = http.perform(req);
+  http::HttpResponse roles = http.perform(req);
   if (roles.status != 200 || roles.body.empty()) {
     throw provider_error("imds", "instance has no IAM role (HTTP " + std::to_string(roles.status) + ")",
                          "attach an instance profile or use another credentials source");
   }
   std::string role = roles.body.substr(0, roles.body.find('\n'));
   req.url += role;
-  HttpResponse r = http.perform(req);
+  http::HttpResponse r = http.perform(req);
   if (r.status != 200) {
     throw provider_error("imds", "credentials for role " + role + " failed (HTTP " + std::to_string(r.status) + ")",
                          "check the instance profile");
@@ -239,16 +243,36 @@ std::optional<Credentials> ChainCredentials::resolve() {
 
 Credentials ChainCredentials::get() {
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t now = std::time(nullptr);
+  const int64_t now = std::time(nullptr);
   if (cached_ && (!cached_->expires_unix || *cached_->expires_unix - kRefreshMarginS > now)) return *cached_;
-  std::optional<Credentials> c = resolve();
-  if (!c) {
-    throw Error("no AWS credentials found (tried env, web identity, container, shared file, instance metadata)",
-                "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an IAM role (IRSA / Pod Identity)");
+  for (int attempt = 1;; ++attempt) {
+    std::optional<Credentials> c;
+    try {
+      c = resolve();
+    } catch (const Error& e) {
+      // A credentials service that failed (STS, the container agent, IMDS: kUnavailable) is
+      // retried like an S3 call; credentials still valid for a minute ride through it.
+      if (e.code() != ErrorCode::kUnavailable) throw;
+      if (cached_ && cached_->expires_unix && *cached_->expires_unix > now + 60) {
+        MOERL_LOG(WARN) << "s3: refreshing credentials failed (" << e.what() << "); the current ones ("
+                        << cached_->source << ") stay valid for " << (*cached_->expires_unix - now) << " s";
+        return *cached_;
+      }
+      if (attempt >= kRefreshAttempts) throw;
+      const double sleep_s = 0.25 * (1 << (attempt - 1));
+      MOERL_LOG(WARN) << "s3: " << e.what() << "; retrying in " << sleep_s << " s (attempt " << attempt << " of "
+                      << kRefreshAttempts << ")";
+      std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
+      continue;
+    }
+    if (!c) {
+      throw Error("no AWS credentials found (tried env, web identity, container, shared file, instance metadata)",
+                  "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an IAM role (IRSA / Pod Identity)");
+    }
+    MOERL_LOG(DEBUG) << "s3: credentials from " << c->source << " (key id " << c->access_key_id << ")";
+    cached_ = c;
+    return *c;
   }
-  MOERL_LOG(DEBUG) << "s3: credentials from " << c->source << " (key id " << c->access_key_id << ")";
-  cached_ = c;
-  return *c;
 }
 
 void ChainCredentials::invalidate() {

@@ -21,7 +21,7 @@
 #include <optional>
 #include <string>
 
-#include "store/s3/http.h"
+#include "base/http_client.h"
 #include "store/s3/sigv4.h"
 
 namespace moerl::store::s3 {
@@ -55,7 +55,7 @@ class ChainCredentials : public CredentialsProvider {
   std::optional<Credentials> resolve();
 
   std::string region_;  // immutable
-  HttpClient http_;
+  http::HttpClient http_;
   std::mutex mu_;
   std::optional<Credentials> cached_;  // guarded by mu_
 };
@@ -65,10 +65,10 @@ std::shared_ptr<CredentialsProvider> default_credentials_provider(const std::str
 // The individual sources (exposed for tests). Each returns nullopt when its source is not
 // configured and throws Error when it is configured but fails.
 std::optional<Credentials> credentials_from_env();
-std::optional<Credentials> credentials_from_web_identity(HttpClient& http, const std::string& region);
-std::optional<Credentials> credentials_from_container(HttpClient& http);
+std::optional<Credentials> credentials_from_web_identity(http::HttpClient& http, const std::string& region);
+std::optional<Credentials> credentials_from_container(http::HttpClient& http);
 std::optional<Credentials> credentials_from_shared_file();
-std::optional<Credentials> credentials_from_imds(HttpClient& http);
+std::optional<Credentials> credentials_from_imds(http::HttpClient& http);
 
 // "2026-01-02T03:04:05Z" (optionally with fractional seconds) -> unix seconds.
 std::optional<int64_t> parse_iso8601(const std::string& s);

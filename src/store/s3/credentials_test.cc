@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <map>
@@ -166,8 +167,37 @@ TEST(Credentials, ContainerCredentialsAreCachedUntilNearExpiry) {
   chain.get();
   EXPECT_EQ(agent.requests(), 3);  // near expiry: refreshed on every get
   env.set("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds");
-  HttpClient http;
+  http::HttpClient http;
   EXPECT_THROW(credentials_from_container(http), Error);  // refused before any connection
+}
+
+// A credentials service that fails for a moment is retried (as S3 calls are); while the
+// cached temporary credentials are still valid, a failed refresh keeps them.
+TEST(Credentials, RefreshRidesThroughAFailingCredentialsService) {
+  CleanEnv env;
+  std::atomic<int> failures{2};
+  std::atomic<int64_t> expires{std::time(nullptr) + 200};  // inside the refresh margin
+  LoopbackHttp agent([&](const HttpExchange&) {
+    if (failures.fetch_sub(1) > 0) return Reply::respond(503, "busy");
+    return Reply::respond(200, "{\"AccessKeyId\":\"ASIAPOD\",\"SecretAccessKey\":\"s\",\"Token\":\"t\","
+                               "\"Expiration\":\"" + iso8601(expires.load()) + "\"}");
+  });
+  env.set("AWS_CONTAINER_CREDENTIALS_FULL_URI", agent.url() + "/v1/credentials");
+  ChainCredentials chain("us-east-1");
+  EXPECT_EQ(chain.get().access_key_id, "ASIAPOD");  // two 503s, then the answer
+  EXPECT_EQ(agent.requests(), 3);
+  failures = 1000;  // the agent is down now; the cached credentials have 200 s left
+  EXPECT_EQ(chain.get().access_key_id, "ASIAPOD");
+  EXPECT_EQ(agent.requests(), 4);
+  chain.invalidate();  // nothing cached: a service down for good is an error after 4 tries
+  try {
+    chain.get();
+    ADD_FAILURE() << "credentials from a service that is down";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+    EXPECT_NE(std::string(e.what()).find("HTTP 503"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(agent.requests(), 8);
 }
 
 TEST(Credentials, InstanceMetadataV2) {
@@ -196,7 +226,7 @@ TEST(Credentials, InstanceMetadataV2) {
   EXPECT_EQ(c.expires_unix, parse_iso8601("2099-01-01T00:00:00Z"));
   EXPECT_EQ(imds.requests(), 3);
   env.set("AWS_EC2_METADATA_DISABLED", "true");
-  HttpClient http;
+  http::HttpClient http;
   EXPECT_FALSE(credentials_from_imds(http).has_value());
 }
 

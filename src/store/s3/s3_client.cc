@@ -80,7 +80,7 @@ static bool signed_header(const std::string& name) {
          n == "content-type";
 }
 
-HttpResponse S3Client::attempt(const S3Call& call, double remaining_s) {
+http::HttpResponse S3Client::attempt(const S3Call& call, double remaining_s) {
   Credentials creds = credentials_->get();
   std::string host = endpoint_.path_style ? endpoint_.host : bucket_ + "." + endpoint_.host;
   std::string path = endpoint_.path_style ? "/" + bucket_ : "";
@@ -92,11 +92,11 @@ HttpResponse S3Client::attempt(const S3Call& call, double remaining_s) {
   std::string query = canonical_query(call.query);
   bool streamed = call.body_fd >= 0;
   std::string payload_hash = streamed ? kUnsignedPayload : io::sha256_hex(call.body);
-  std::string date = amz_date(std::time(nullptr));
+  std::string date = amz_date(std::time(nullptr) + clock_offset_s_.load());
 
   Params to_sign = {{"host", host}, {"x-amz-date", date}, {"x-amz-content-sha256", payload_hash}};
   if (!creds.session_token.empty()) to_sign.push_back({"x-amz-security-token", creds.session_token});
-  HttpRequest req;
+  http::HttpRequest req;
   for (const auto& [k, v] : call.headers) {
     if (signed_header(k)) {
       to_sign.push_back({k, v});
@@ -146,7 +146,7 @@ static void parse_error_body(S3Result& r) {
   }
 }
 
-enum class Verdict { kFinal, kRetry, kRetryWithNewCredentials };
+enum class Verdict { kFinal, kRetry, kRetryWithNewCredentials, kRetryWithServerClock };
 
 static Verdict classify(const S3Result& r) {
   if (r.status == 0) return Verdict::kRetry;
@@ -154,6 +154,7 @@ static Verdict classify(const S3Result& r) {
   if (c == "ExpiredToken" || c == "TokenRefreshRequired" || c == "ExpiredTokenException") {
     return Verdict::kRetryWithNewCredentials;
   }
+  if (c == "RequestTimeTooSkewed") return Verdict::kRetryWithServerClock;
   if (r.status >= 500 || r.status == 429) return Verdict::kRetry;
   if (c == "SlowDown" || c == "RequestTimeout" || c == "InternalError" || c == "OperationAborted" ||
       c == "ConditionalRequestConflict" || c == "ServiceUnavailable") {
@@ -169,7 +170,7 @@ S3Result S3Client::execute(S3Call call) {
   std::string last_problem;
   for (int attempt_no = 1;; ++attempt_no) {
     if (call.before_attempt) call.before_attempt(call);
-    HttpResponse h = attempt(call, deadline.remaining_seconds());
+    http::HttpResponse h = attempt(call, deadline.remaining_seconds());
     r = S3Result{};
     r.status = h.status;
     r.headers = std::move(h.headers);
@@ -190,6 +191,7 @@ S3Result S3Client::execute(S3Call call) {
                                  : "HTTP " + std::to_string(r.status) + (r.error_code.empty() ? "" : " " + r.error_code) +
                                        (r.error_message.empty() ? "" : " (" + r.error_message + ")");
     if (v == Verdict::kRetryWithNewCredentials) credentials_->invalidate();
+    if (v == Verdict::kRetryWithServerClock) adopt_server_clock(r);
     if (attempt_no >= options_.max_attempts) {
       throw Error(std::string(call.op) + " " + where(call.key) + " failed after " + std::to_string(attempt_no) +
                       " attempts; last: " + last_problem,
@@ -210,6 +212,17 @@ S3Result S3Client::execute(S3Call call) {
     MOERL_LOG(DEBUG) << "s3: " << call.op << " " << where(call.key) << (call.query.empty() ? "" : "?" + canonical_query(call.query)) << " attempt " << attempt_no << " failed ("
                      << last_problem << "); retrying in " << static_cast<int>(sleep_s * 1000) << " ms";
     std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
+  }
+}
+
+void S3Client::adopt_server_clock(const S3Result& r) {
+  const int64_t server = parse_http_date(r.header("date"));
+  if (server == 0) return;  // no usable Date: the retry signs with the same clock (and fails clearly)
+  const int64_t offset = server - static_cast<int64_t>(std::time(nullptr));
+  if (clock_offset_s_.exchange(offset) != offset) {
+    MOERL_LOG(WARN) << "s3: " << endpoint_.scheme << "://" << endpoint_.host << " says this machine's clock is "
+                    << offset << " s off its own (RequestTimeTooSkewed); signing with the server's time from now on "
+                    << "(HINT: run an NTP client, e.g. chrony, on this machine)";
   }
 }
 

@@ -19,7 +19,7 @@
 
 #include "store/object_store.h"
 #include "store/s3/credentials.h"
-#include "store/s3/http.h"
+#include "base/http_client.h"
 #include "store/s3/sigv4.h"
 
 namespace moerl::store::s3 {
@@ -76,21 +76,27 @@ class S3Client {
   const ResolvedEndpoint& endpoint() const { return endpoint_; }
   std::string where(const std::string& key) const { return "s3://" + bucket_ + "/" + key; }
   int64_t retries() const { return retries_.load(); }
+  // Seconds added to this machine's clock when signing (0 until S3 said the clock is off).
+  int64_t clock_offset_seconds() const { return clock_offset_s_.load(); }
 
   // Endpoint resolution (exposed for tests): options, then env, then AWS's regional endpoint.
   static ResolvedEndpoint resolve_endpoint(const S3Options& options, const std::string& bucket, const std::string& region);
   static std::string resolve_region(const S3Options& options);
 
  private:
-  HttpResponse attempt(const S3Call& call, double remaining_s);
+  http::HttpResponse attempt(const S3Call& call, double remaining_s);
+  void adopt_server_clock(const S3Result& r);
 
   S3Options options_;                                 // immutable
   std::string bucket_;                                // immutable
   std::string region_;                                // immutable
   ResolvedEndpoint endpoint_;                         // immutable
   std::shared_ptr<CredentialsProvider> credentials_;  // thread-safe itself
-  HttpClient http_;
+  http::HttpClient http_;
   std::atomic<int64_t> retries_{0};
+  // Server time minus this machine's, learned from a RequestTimeTooSkewed answer's Date
+  // header; added to the signing time of every request after it.
+  std::atomic<int64_t> clock_offset_s_{0};
 };
 
 }  // namespace moerl::store::s3

@@ -1,16 +1,23 @@
 // S3 retries under injected faults: a loopback proxy in front of the S3 test server answers
 // 503 SlowDown / 500 bursts, closes connections mid-upload, truncates downloads and drops
 // responses after the server applied the request. Retries converge to the right bytes, give
-// up after max_attempts or the deadline, and a commit under random chaos is never partial.
+// up after max_attempts or the deadline, and a commit under random chaos is never partial;
+// a server whose clock is off ours corrects the signing time (RequestTimeTooSkewed).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <ctime>
+#include <iomanip>
 #include <mutex>
+#include <sstream>
 #include <random>
+#include <thread>
 
 #include "base/deadline.h"
 #include "base/error.h"
 #include "io/checksum.h"
 #include "store/commit.h"
+#include "store/s3/s3_client.h"
 #include "store/s3/s3_store.h"
 #include "store/testing/loopback_http.h"
 #include "store/testing/s3_env.h"
@@ -23,6 +30,49 @@ using testing::HttpExchange;
 using testing::LoopbackHttp;
 using testing::Reply;
 using testing::TempDir;
+
+int64_t unix_of_amz_date(const std::string& d) {
+  std::tm tm{};
+  std::istringstream in(d);
+  in >> std::get_time(&tm, "%Y%m%dT%H%M%SZ");
+  return in.fail() ? 0 : static_cast<int64_t>(timegm(&tm));
+}
+
+std::string http_date(int64_t t) {
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
+
+// A server whose clock is an hour ahead of this machine's refuses requests signed more than
+// 15 minutes off it (as S3 does); the client learns the offset from the answer's Date
+// header, retries, and signs every later request with the server's time.
+TEST(S3Faults, SkewedClockIsCorrectedFromTheServersDate) {
+  constexpr int64_t kSkew = 3600;
+  LoopbackHttp server([](const HttpExchange& ex) {
+    const int64_t server_now = std::time(nullptr) + kSkew;
+    auto d = ex.headers.find("x-amz-date");
+    if (d == ex.headers.end() || std::llabs(unix_of_amz_date(d->second) - server_now) > 900) {
+      return Reply::respond(403,
+                            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>RequestTimeTooSkewed</Code>"
+                            "<Message>The difference between the request time and the current time is too large."
+                            "</Message></Error>",
+                            {{"Date", http_date(server_now)}});
+    }
+    return Reply::respond(200, "on time");
+  });
+  S3Client client(testing::s3_options(server.url()), "bucket", testing::s3_credentials());
+  S3Result r = client.execute(S3Call{"GetObject", "GET", "k"});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "on time");
+  EXPECT_NEAR(static_cast<double>(client.clock_offset_seconds()), kSkew, 2);
+  EXPECT_EQ(server.requests(), 2);
+  EXPECT_EQ(client.execute(S3Call{"GetObject", "GET", "k2"}).status, 200);
+  EXPECT_EQ(server.requests(), 3);  // signed right the first time
+}
 
 TEST(S3Faults, SlowDownAnd5xxBurstConverges) {
   auto& server = testing::shared_s3_server();
@@ -109,6 +159,28 @@ TEST(S3Faults, ConnectionDroppedMidUploadAndTruncatedDownloadResume) {
     if (start % (5u << 20) != 0) ++resumed;
   }
   EXPECT_EQ(resumed, 1);
+}
+
+// A client that dies mid-PUT (the trainer SIGKILLed while publishing) leaves no object: S3
+// stores a PUT whole or not at all, and so must the test server (s3rver wrote in place, so
+// listings and GETs served the truncated body -- an empty manifest that failed a CI run).
+TEST(S3Faults, UploadCutMidBodyLeavesNoObject) {
+  auto& server = testing::shared_s3_server();
+  LoopbackHttp cutter([](const HttpExchange& ex) { return ex.method == "PUT" ? Reply::forward_half_then_cut() : Reply::forward(); },
+                      server.port());
+  S3Options o = testing::s3_options(cutter.url());
+  o.max_attempts = 1;
+  std::string uri = testing::fresh_s3_uri("cut");
+  S3Store via_cutter(uri, o, testing::s3_credentials());
+  EXPECT_THROW(via_cutter.put("manifest.json", std::string(256 << 10, 'm')), Error);
+  S3Store direct(uri, testing::s3_options(server.endpoint()), testing::s3_credentials());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_FALSE(direct.head("manifest.json").has_value()) << "a cut upload left an object (check " << i << ")";
+    EXPECT_TRUE(direct.list("").empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  direct.put("manifest.json", "{}");
+  EXPECT_EQ(direct.get("manifest.json"), "{}");
 }
 
 TEST(S3Faults, LostResponseOfConditionalPutIsOurWrite) {

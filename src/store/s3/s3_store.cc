@@ -19,21 +19,13 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "store/file_util.h"
+#include "store/s3/sigv4.h"
 #include "store/s3/xml.h"
 
 namespace moerl::store::s3 {
 
 static constexpr uint64_t kMinPartSize = 5ull << 20;
 static constexpr uint64_t kMaxParts = 10000;
-
-int64_t parse_http_date(const std::string& s) {
-  std::tm tm{};
-  std::istringstream in(s);
-  in.imbue(std::locale::classic());
-  in >> std::get_time(&tm, "%a, %d %b %Y %H:%M:%S");
-  if (in.fail()) return 0;
-  return static_cast<int64_t>(timegm(&tm));
-}
 
 S3Store::S3Store(const std::string& uri, const S3Options& options, std::shared_ptr<CredentialsProvider> credentials) {
   if (uri.rfind("s3://", 0) != 0) throw Error("'" + uri + "' is not an s3:// URI", "write s3://bucket/prefix");

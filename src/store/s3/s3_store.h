@@ -54,7 +54,4 @@ class S3Store : public ObjectStore {
 
 std::unique_ptr<ObjectStore> open_s3_store(const std::string& uri, const S3Options& options);
 
-// "Sun, 06 Nov 1994 08:49:37 GMT" -> unix seconds (0 when unparseable).
-int64_t parse_http_date(const std::string& s);
-
 }  // namespace moerl::store::s3

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <ctime>
+#include <iomanip>
+#include <locale>
+#include <sstream>
 
 #include "base/check.h"
 #include "io/checksum.h"
@@ -64,6 +67,15 @@ static std::string canonical_value(const std::string& v) {
     out.push_back(c);
   }
   return out;
+}
+
+int64_t parse_http_date(const std::string& s) {
+  std::tm tm{};
+  std::istringstream in(s);
+  in.imbue(std::locale::classic());
+  in >> std::get_time(&tm, "%a, %d %b %Y %H:%M:%S");
+  if (in.fail()) return 0;
+  return static_cast<int64_t>(timegm(&tm));
 }
 
 std::string amz_date(int64_t unix_seconds) {

@@ -58,6 +58,8 @@ std::string uri_encode(std::string_view s, bool encode_slash);
 std::string canonical_query(const Params& query);
 // "YYYYMMDDTHHMMSSZ" for a unix time (UTC).
 std::string amz_date(int64_t unix_seconds);
+// "Sun, 06 Nov 1994 08:49:37 GMT" (HTTP Date, Last-Modified) -> unix seconds (0 when unparseable).
+int64_t parse_http_date(const std::string& s);
 // Standard base64 with padding (the encoding of S3's Content-MD5 and checksum headers).
 std::string base64_encode(std::string_view raw);
 

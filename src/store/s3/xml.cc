@@ -2,6 +2,7 @@
 #include "store/s3/xml.h"
 
 #include "base/error.h"
+#include "base/utf8.h"
 
 namespace moerl::store::s3 {
 
@@ -110,29 +111,11 @@ class Parser {
         unsigned long cp = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X')
                                ? std::stoul(std::string(ent.substr(2)), nullptr, 16)
                                : std::stoul(std::string(ent.substr(1)), nullptr, 10);
-        encode_utf8(out, cp);
+        append_utf8(out, static_cast<char32_t>(cp));
       } else {
         fail("unknown entity &" + std::string(ent) + ";");
       }
       i = semi;
-    }
-  }
-
-  static void encode_utf8(std::string& out, unsigned long cp) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
     }
   }
 

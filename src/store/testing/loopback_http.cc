@@ -187,6 +187,21 @@ void LoopbackHttp::serve(int fd) {
     ::shutdown(fd, SHUT_RDWR);
     return;
   }
+  if (reply.kind == Reply::Kind::kForwardHalfThenCut) {
+    while (have < content_length / 2 && recv_more(fd, buf)) have = buf.size() - head_end - 4;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      log_.push_back(ex);
+    }
+    int up = upstream_port_ == 0 ? -1 : connect_loopback(upstream_port_);
+    if (up >= 0) {
+      std::string part = forwarded_head + buf.substr(head_end + 4, content_length / 2);
+      if (send_all(up, part.data(), part.size())) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::close(up);
+    }
+    ::shutdown(fd, SHUT_RDWR);
+    return;
+  }
   while (have < content_length) {
     if (!recv_more(fd, buf)) return;
     have = buf.size() - head_end - 4;

@@ -2,7 +2,7 @@
 // handler that may forward it to an upstream server (a fault-injecting proxy in front of the
 // S3 test server), answer it itself (canned 503 SlowDown, STS / IMDS / container credential
 // responses), or misbehave on the wire (close mid-request, forward then drop the response,
-// truncate the response). One request per connection (it answers "Connection: close").
+// truncate the response, forward half a body and cut). One request per connection (it answers "Connection: close").
 // S3TestServer starts tools/s3/server.js (s3rver) on an ephemeral port and stops it.
 //
 //   S3TestServer s3;                                       // waits for the port (deadline)
@@ -35,7 +35,7 @@ struct HttpExchange {
 };
 
 struct Reply {
-  enum class Kind { kForward, kRespond, kCloseMidRequest, kForwardThenDrop, kForwardTruncated };
+  enum class Kind { kForward, kRespond, kCloseMidRequest, kForwardThenDrop, kForwardTruncated, kForwardHalfThenCut };
   Kind kind = Kind::kForward;
   int status = 200;
   std::string body;
@@ -48,6 +48,9 @@ struct Reply {
   static Reply close_mid_request() { return of(Kind::kCloseMidRequest); }
   static Reply forward_then_drop() { return of(Kind::kForwardThenDrop); }
   static Reply forward_truncated() { return of(Kind::kForwardTruncated); }
+  // Forwards the head and half the body upstream, then closes both ends: a client that
+  // died mid-upload, as the server sees it.
+  static Reply forward_half_then_cut() { return of(Kind::kForwardHalfThenCut); }
 
  private:
   static Reply of(Kind kind) {

@@ -2,7 +2,8 @@
 // requests == limits for hugepages / GPUs / EFA, EFA and GPU counts within the node group's
 // instance type, Spot grace period under 120 s, trainer never on Spot, tolerations covering
 // the target group's taints, DNS-1123 names, one AZ for EFA node groups, no privileged
-// containers or hostPath mounts outside the EFA device plugin, and references that resolve.
+// containers or hostPath mounts outside the EFA device plugin, every pod non-root (but the
+// plugin) with seccomp RuntimeDefault and every capability dropped, and references that resolve.
 'use strict';
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -61,6 +62,9 @@ function checkPod(obj, where, tmpl, ctx, err) {
   const isPlugin = obj.kind === 'DaemonSet' && obj.metadata.name === DEVICE_PLUGIN;
   const containers = [...(spec.containers || []), ...(spec.initContainers || [])];
   let gpus = 0, efa = 0, hugepages = 0;
+  const psc = spec.securityContext || {};
+  if (((psc.seccompProfile || {}).type) !== 'RuntimeDefault') err(`${where}/spec/securityContext: seccompProfile.type must be RuntimeDefault`);
+  if (psc.runAsNonRoot !== true && !isPlugin) err(`${where}/spec/securityContext: runAsNonRoot must be true`);
   containers.forEach((c, i) => {
     const at = `${where}/spec/containers/${i}`;
     if (!DNS1123_LABEL.test(c.name || '')) err(`${at}/name "${c.name}" is not a DNS-1123 label`);
@@ -78,9 +82,9 @@ function checkPod(obj, where, tmpl, ctx, err) {
     if (lim['hugepages-2Mi']) hugepages += 1;
     const sc = c.securityContext || {};
     if (sc.privileged === true && !isPlugin) err(`${at}: privileged container outside the EFA device plugin`);
-    if (sc.allowPrivilegeEscalation !== false && !isPlugin && obj.kind !== 'DaemonSet') {
-      err(`${at}: securityContext.allowPrivilegeEscalation must be false`);
-    }
+    if (sc.allowPrivilegeEscalation !== false) err(`${at}: securityContext.allowPrivilegeEscalation must be false`);
+    const drop = (sc.capabilities || {}).drop || [];
+    if (!drop.includes('ALL')) err(`${at}: securityContext.capabilities.drop must include ALL`);
   });
   (spec.volumes || []).forEach((v, i) => {
     if (!DNS1123_LABEL.test(v.name || '')) err(`${where}/spec/volumes/${i}/name "${v.name}" is not a DNS-1123 label`);
@@ -159,6 +163,13 @@ function semanticChecks(objects, cluster, instanceTypes) {
       if (!target) err('selects no rendered Deployment');
     }
     if (obj.kind === 'HorizontalPodAutoscaler' && obj.spec.minReplicas > obj.spec.maxReplicas) err('minReplicas > maxReplicas');
+    if (obj.kind === 'StatefulSet' && ((obj.metadata.labels || {})['app.kubernetes.io/component']) === 'redis') {
+      const podLabels = (obj.spec.template.metadata || {}).labels || {};
+      const covered = objects.some(({ obj: np }) => np.kind === 'NetworkPolicy' && np.metadata.namespace === obj.metadata.namespace &&
+        (np.spec.policyTypes || []).includes('Ingress') &&
+        Object.entries((np.spec.podSelector || {}).matchLabels || {}).every(([k, v]) => podLabels[k] === v));
+      if (!covered) err('no NetworkPolicy limits who reaches Redis');
+    }
   }
   return errors;
 }

@@ -98,6 +98,7 @@ const KINDS = {
   'apps/v1/DaemonSet': 'io.k8s.api.apps.v1.DaemonSet',
   'batch/v1/Job': 'io.k8s.api.batch.v1.Job',
   'policy/v1/PodDisruptionBudget': 'io.k8s.api.policy.v1.PodDisruptionBudget',
+  'networking.k8s.io/v1/NetworkPolicy': 'io.k8s.api.networking.v1.NetworkPolicy',
   'autoscaling/v2/HorizontalPodAutoscaler': 'io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler',
   'storage.k8s.io/v1/StorageClass': 'io.k8s.api.storage.v1.StorageClass',
   'kubeflow.org/v1/PyTorchJob': 'moerl.kubeflow.v1.PyTorchJob',

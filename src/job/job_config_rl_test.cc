@@ -1,0 +1,44 @@
+// What JobConfig hands the trainer and the rollout for RL: async mode defaults to the TIS
+// correction (none is an explicit, accepted choice), the trainer scores with the rollout's
+// sampling settings, and routing replay turns recording on for the rollout.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "job/job_config.h"
+
+namespace moerl::job {
+namespace {
+
+JobConfig parse(const std::string& extra) {
+  const std::string text = "[task]\nname = \"addition\"\ndigits = 1\n" + extra;
+  return JobConfig::parse(ConfigDoc::parse(text, "rl.toml"));
+}
+
+TEST(JobConfigRl, AsyncDefaultsToTisAndKeepsAnExplicitChoice) {
+  EXPECT_EQ(parse("").loss.behaviour_correction, rl::BehaviourCorrection::kNone);
+  JobConfig a = parse("[runtime]\nmode = \"async\"\n");
+  EXPECT_EQ(a.loss.behaviour_correction, rl::BehaviourCorrection::kTis);
+  EXPECT_EQ(a.train.trainer.loss.behaviour_correction, rl::BehaviourCorrection::kTis);
+  JobConfig none = parse("[runtime]\nmode = \"async\"\n[algorithm]\nbehaviour_correction = \"none\"\n");
+  EXPECT_EQ(none.loss.behaviour_correction, rl::BehaviourCorrection::kNone);
+  JobConfig mis = parse("[runtime]\nmode = \"async\"\n[algorithm]\nbehaviour_correction = \"mis\"\n");
+  EXPECT_EQ(mis.loss.behaviour_correction, rl::BehaviourCorrection::kMis);
+}
+
+TEST(JobConfigRl, TrainerScoresWithTheRolloutsSamplingSettings) {
+  JobConfig j = parse("[rollout]\ntemperature = 0.7\ntop_k = 5\ntop_p = 0.9\n");
+  EXPECT_DOUBLE_EQ(j.train.trainer.sampling.temperature, 0.7);
+  EXPECT_EQ(j.train.trainer.sampling.top_k, 5);
+  EXPECT_DOUBLE_EQ(j.train.trainer.sampling.top_p, 0.9);
+}
+
+TEST(JobConfigRl, RoutingReplayMakesTheRolloutRecordRouting) {
+  EXPECT_FALSE(parse("").rollout.gen.record_routing);
+  JobConfig j = parse("[algorithm]\nrouting_replay = \"rollout\"\n");
+  EXPECT_TRUE(j.rollout.gen.record_routing);
+  EXPECT_EQ(j.train.trainer.loss.routing_replay, rl::RoutingReplay::kRollout);
+}
+
+}  // namespace
+}  // namespace moerl::job

@@ -1,0 +1,85 @@
+// RedisTrainerLease against a real redis-server: one holder at a time, the successor of a
+// dead holder waits for its lease to run out, a second live trainer is refused naming the
+// holder, a frozen holder is fenced once replaced, and a Redis restart does not fence anyone.
+#include "runtime/trainer_lease.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "base/error.h"
+#include "runtime/redis_client.h"
+#include "runtime/test_redis.h"
+
+namespace moerl::runtime {
+namespace {
+
+class TrainerLeaseTest : public RedisTest {
+ protected:
+  std::unique_ptr<RedisTrainerLease> lease(const std::string& holder, double ttl) {
+    return std::make_unique<RedisTrainerLease>(parse_redis_url(url_), "fence", holder, ttl);
+  }
+};
+
+TEST_F(TrainerLeaseTest, EachAcquisitionGetsTheNextEpochAndACleanExitFreesTheNamespace) {
+  auto a = lease("a", 5);
+  EXPECT_EQ(a->acquire(Deadline::after_seconds(1)), 1u);
+  a->check(Deadline::after_seconds(1));
+  a.reset();  // released: the next trainer need not wait
+  auto b = lease("b", 5);
+  const double t0 = now_seconds();
+  EXPECT_EQ(b->acquire(Deadline::after_seconds(3)), 2u);
+  EXPECT_LT(now_seconds() - t0, 1.0);
+}
+
+TEST_F(TrainerLeaseTest, ASecondLiveTrainerIsRefusedNamingTheHolder) {
+  auto a = lease("trainer-pod-0", 0.9);
+  a->acquire(Deadline::after_seconds(1));
+  auto b = lease("trainer-pod-1", 0.9);
+  try {
+    b->acquire(Deadline::after_seconds(2.5));  // past a's TTL: a renews, so it is still held
+    ADD_FAILURE() << "two trainers hold one namespace";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("held by another live trainer ('1 trainer-pod-0'"), std::string::npos)
+        << e.what();
+  }
+  a->check(Deadline::after_seconds(1));  // the holder is unaffected
+}
+
+TEST_F(TrainerLeaseTest, TheSuccessorOfADeadHolderWaitsForItsLeaseAndAFrozenHolderIsFenced) {
+  RedisClient raw(parse_redis_url(url_));
+  auto a = lease("a", 1.0);
+  a->acquire(Deadline::after_seconds(1));
+  // a froze past its TTL and a successor took the namespace; the successor then died too
+  // (its key, which nobody renews, stands for it).
+  raw.command_ok({"SET", "fence:trainer:lease", "9 zombie", "PX", "1000"}, Deadline::after_seconds(1));
+  // a's renewal finds another holder: it is fenced.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_THROW(a->check(Deadline::after_seconds(1)), Error);
+  auto b = lease("b", 1.0);
+  const double t0 = now_seconds();
+  EXPECT_EQ(b->acquire(Deadline::after_seconds(3)), 2u);  // after the zombie's key expired
+  EXPECT_GT(now_seconds() - t0, 0.3);
+  try {
+    a->check(Deadline::after_seconds(1));
+    ADD_FAILURE() << "the replaced trainer was not fenced";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lost runtime.namespace 'fence' (epoch 1)"), std::string::npos) << e.what();
+  }
+  b->check(Deadline::after_seconds(1));
+}
+
+TEST_F(TrainerLeaseTest, ALeaseThatExpiredInARedisRestartIsTakenBackWhenNoOneClaimedTheNamespace) {
+  auto a = lease("a", 1.0);
+  a->acquire(Deadline::after_seconds(1));
+  server_->kill9();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // longer than the TTL
+  server_->restart(Deadline::after_seconds(15));
+  a->check(Deadline::after_seconds(5));  // re-taken: epoch 1 is still the newest
+  RedisClient raw(parse_redis_url(url_));
+  EXPECT_EQ(raw.command_ok({"GET", "fence:trainer:lease"}, Deadline::after_seconds(1)).str, "1 a");
+}
+
+}  // namespace
+}  // namespace moerl::runtime
