@@ -62,15 +62,21 @@ RolloutSection read_rollout(ConfigTable t) {
   return r;
 }
 
-TrainSection read_train(ConfigTable t, int64_t max_new_tokens) {
+TrainSection read_train(ConfigTable t, int64_t max_new_tokens, bool async) {
   TrainSection s;
+  const int64_t default_checkpoint_every = async ? TrainSection::kAsyncCheckpointEvery : 0;
   s.steps = t.integer("steps", 100, {0, 1e9});
   s.sft_steps = t.integer("sft_steps", 0, {0, 1e9});
   s.sft_batch_size = t.integer("sft_batch_size", 64, {1, 1e6});
   s.sft_lr = t.number("sft_lr", 3e-3, {0, 10});
   s.eval_prompts = t.integer("eval_prompts", 200, {1, 1e7});
   s.eval_every = t.integer("eval_every", 0, {0, 1e9});
-  s.checkpoint_every = t.integer("checkpoint_every", 0, {0, 1e9});
+  s.checkpoint_every = t.integer("checkpoint_every", default_checkpoint_every, {0, 1e9});
+  if (async && s.checkpoint_every == 0) {
+    MOERL_LOG(WARN) << "config: train.checkpoint_every = 0 in async mode: the experience stream is trimmed only "
+                       "behind committed checkpoints, so the queue service keeps every record of the run (set an "
+                       "interval, e.g. the async default " << TrainSection::kAsyncCheckpointEvery << ")";
+  }
   s.keep_checkpoints = t.integer("keep_checkpoints", 2, {1, 1e6});
   s.seed = static_cast<uint64_t>(t.integer("seed", 0, {0, kBig}));
   s.threads = t.integer("threads", 0, {0, 1024});
@@ -120,8 +126,8 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   ConfigTable root = doc.root();
   j.model = read_model(root.table("model"));
   j.rollout = read_rollout(root.table("rollout"));
-  j.train = read_train(root.table("train"), j.rollout.gen.max_new_tokens);
   j.runtime = runtime::RuntimeConfig::from_config(root.table("runtime"));
+  j.train = read_train(root.table("train"), j.rollout.gen.max_new_tokens, j.runtime.mode == runtime::RunMode::kAsync);
   ConfigTable algo = root.table("algorithm");
   const bool correction_given = algo.has("behaviour_correction");
   j.loss = rl::read_loss_config(algo);

@@ -59,7 +59,11 @@ struct TrainSection {
   double sft_lr = 3e-3;
   int64_t eval_prompts = 200;
   int64_t eval_every = 0;         // 0: only after SFT and at the end
-  int64_t checkpoint_every = 0;   // 0: only at the end
+  // RL steps between checkpoints; 0: only at the end. In async mode the default is
+  // kAsyncCheckpointEvery: the experience stream is trimmed behind committed checkpoints, so
+  // a run that never commits one grows its queue service's memory without bound.
+  int64_t checkpoint_every = 0;
+  static constexpr int64_t kAsyncCheckpointEvery = 10;
   int64_t keep_checkpoints = 2;
   uint64_t seed = 0;
   int64_t threads = 0;            // intra-op threads; 0 = leave libtorch's default

@@ -26,6 +26,16 @@ TEST(JobConfigRl, AsyncDefaultsToTisAndKeepsAnExplicitChoice) {
   EXPECT_EQ(mis.loss.behaviour_correction, rl::BehaviourCorrection::kMis);
 }
 
+// The experience stream is trimmed behind committed checkpoints: an async run checkpoints
+// by default so its queue service's memory stays bounded; an explicit 0 is kept.
+TEST(JobConfigRl, AsyncCheckpointsByDefaultAndKeepsAnExplicitInterval) {
+  EXPECT_EQ(parse("").train.checkpoint_every, 0);
+  EXPECT_EQ(parse("[runtime]\nmode = \"async\"\n").train.checkpoint_every, TrainSection::kAsyncCheckpointEvery);
+  EXPECT_GT(TrainSection::kAsyncCheckpointEvery, 0);
+  EXPECT_EQ(parse("[runtime]\nmode = \"async\"\n[train]\ncheckpoint_every = 0\n").train.checkpoint_every, 0);
+  EXPECT_EQ(parse("[runtime]\nmode = \"async\"\n[train]\ncheckpoint_every = 3\n").train.checkpoint_every, 3);
+}
+
 TEST(JobConfigRl, TrainerScoresWithTheRolloutsSamplingSettings) {
   JobConfig j = parse("[rollout]\ntemperature = 0.7\ntop_k = 5\ntop_p = 0.9\n");
   EXPECT_DOUBLE_EQ(j.train.trainer.sampling.temperature, 0.7);

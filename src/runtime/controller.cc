@@ -34,22 +34,25 @@ AsyncController::AsyncController(ControllerConfig config, TaskQueue& queue,
       buffer_(buffer),
       factory_(std::move(factory)),
       acc_(accounting ? accounting : &own_acc_),
-      cursor_(config_.first_cursor) {
+      cursor_(config_.first_cursor),
+      settled_below_(config_.first_cursor) {
   config_.validate();
   buffer_.set_quarantine(config_.check, [this](const QuarantinedRecord& q) { return on_quarantine(q); });
+  push_watermark();  // records of cursors before this run's are not its own
 }
 
 AsyncController::~AsyncController() { buffer_.set_quarantine({}, {}); }
 
-bool AsyncController::on_quarantine(const QuarantinedRecord& q) {
+std::optional<uint64_t> AsyncController::on_quarantine(const QuarantinedRecord& q) {
   acc_->add(Counter::kRecordsQuarantined);
-  if (q.task_id.empty() || q.key_taken) return false;  // names no task, or one already trained
+  if (q.task_id.empty() || q.key_taken) return std::nullopt;  // names no task, or one already trained
   return reschedule(q.task_id, q.attempt, q.decoded ? std::optional<uint64_t>(q.cursor) : std::nullopt,
                     /*limited=*/true, "was quarantined (" + q.reason + ")");
 }
 
-bool AsyncController::reschedule(const std::string& task_id, uint32_t attempt, std::optional<uint64_t> cursor,
-                                 bool limited, const std::string& why) {
+std::optional<uint64_t> AsyncController::reschedule(const std::string& task_id, uint32_t attempt,
+                                                    std::optional<uint64_t> cursor, bool limited,
+                                                    const std::string& why) {
   const std::string key = dedupe_key(task_id, attempt);
   if (config_.task_cursor) {
     if (auto c = config_.task_cursor(task_id)) cursor = c;
@@ -58,17 +61,19 @@ bool AsyncController::reschedule(const std::string& task_id, uint32_t attempt, s
   if (!cursor || *cursor < config_.first_cursor || *cursor >= cursor_ || factory_(*cursor, 0).task_id != task_id) {
     MOERL_LOG(WARN) << "controller: record " << key << " " << why << " names no task this run created; "
                     << "nothing to re-create";
-    return false;
+    return std::nullopt;
   }
+  if (settled(*cursor)) return std::nullopt;  // trained (or given up) already: nothing to wait for
   auto regen = regenerating_.find(task_id);
   const uint32_t live = regen == regenerating_.end() ? 0 : regen->second.second;
-  if (attempt != live) return false;  // not the attempt the run waits for: that one still comes
+  if (attempt != live) return std::nullopt;  // not the attempt the run waits for: that one still comes
   if (limited && attempt + 1 >= kMaxQuarantinedAttempts) {
     MOERL_LOG(ERROR) << "controller: task " << task_id << " given up after " << kMaxQuarantinedAttempts
                      << " quarantined records (last " << why << "); it is not trained";
     regenerating_.erase(task_id);
     acc_->add(Counter::kTasksAbandoned);
-    return true;
+    settle(*cursor);
+    return cursor;
   }
   if (limited) {
     MOERL_LOG(WARN) << "controller: task " << task_id << " is enqueued again (attempt " << attempt + 1
@@ -76,7 +81,36 @@ bool AsyncController::reschedule(const std::string& task_id, uint32_t attempt, s
   }
   regenerating_[task_id] = {*cursor, attempt + 1};
   requeue_.emplace_back(*cursor, attempt + 1);
-  return true;
+  return cursor;
+}
+
+void AsyncController::settle(uint64_t cursor) {
+  if (cursor < settled_below_ || cursor >= cursor_) return;  // settled, or not a task this run created
+  settled_.insert(cursor);
+  while (!settled_.empty() && *settled_.begin() == settled_below_) {
+    settled_.erase(settled_.begin());
+    ++settled_below_;
+  }
+}
+
+void AsyncController::push_watermark() {
+  if (settled_below_ == pushed_below_) return;
+  buffer_.settle_below(settled_below_);
+  pushed_below_ = settled_below_;
+}
+
+void AsyncController::settle_record(const ExperienceRecord& r) {
+  // NOTE: only a record whose id names its cursor settles it (a forged cursor settles nothing).
+  const std::optional<uint64_t> named = config_.task_cursor ? config_.task_cursor(r.task_id) : std::nullopt;
+  if (named ? *named == r.cursor : r.cursor < cursor_ && factory_(r.cursor, 0).task_id == r.task_id) settle(r.cursor);
+}
+
+void AsyncController::settle_dead_letters(int64_t dead, Deadline deadline) {
+  if (dead <= dead_settled_) return;
+  for (const TaskUnit& t : queue_.dead_letters(deadline)) {
+    if (factory_(t.cursor, 0).task_id == t.task_id) settle(t.cursor);
+  }
+  dead_settled_ = dead;
 }
 
 void AsyncController::drop_dead_lineage(std::vector<ExperienceRecord>& got) {
@@ -115,7 +149,9 @@ int64_t AsyncController::top_up(Deadline deadline) {
   if (const uint64_t recorded = queue_.producer_cursor(deadline); recorded < recorded_) {
     recover_lost_writes(recorded, deadline);
   }
-  int64_t queued = queue_.depth(deadline).queued();
+  const QueueDepth depth = queue_.depth(deadline);
+  settle_dead_letters(depth.dead, deadline);
+  int64_t queued = depth.queued();
   // Records generated but not yet trained are work ahead too: counting them keeps the
   // pipeline one step deep, so records reach the trainer ~1 version old, not 2.
   const int64_t waiting = buffer_.stats().available;
@@ -139,6 +175,7 @@ int64_t AsyncController::top_up(Deadline deadline) {
   // NOTE: created is the dataset span handed out, so it survives restarts exactly.
   acc_->set(Counter::kTasksCreated, static_cast<int64_t>(cursor_ - config_.first_cursor));
   acc_->set_queue_depth(queued + n);
+  push_watermark();
   return n;
 }
 
@@ -172,6 +209,7 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
     StaleSplit split = config_.stale.apply(std::move(got), current_version, acc_);
     for (ExperienceRecord& r : split.keep) {
       regenerating_.erase(r.task_id);
+      settle_record(r);
       if (config_.drop_no_signal) {
         const bool keep = has_signal(r);
         kept_.observe(keep);
@@ -182,13 +220,16 @@ std::vector<ExperienceRecord> AsyncController::next_batch(size_t n, uint64_t cur
       }
       out.push_back(std::move(r));
     }
-    if (config_.stale.policy == StalePolicy::kRegenerate) {
-      for (const ExperienceRecord& r : split.stale) {
-        TaskUnit again = factory_(r.cursor, r.attempt + 1);
-        regenerating_[again.task_id] = {r.cursor, again.attempt};
-        queue_.enqueue(again, Deadline::after_seconds(config_.call_timeout_seconds));
+    for (const ExperienceRecord& r : split.stale) {
+      if (config_.stale.policy == StalePolicy::kDrop) {
+        settle_record(r);
+        continue;
       }
+      TaskUnit again = factory_(r.cursor, r.attempt + 1);
+      regenerating_[again.task_id] = {r.cursor, again.attempt};
+      queue_.enqueue(again, Deadline::after_seconds(config_.call_timeout_seconds));
     }
+    push_watermark();
     if (deadline.expired()) break;
   }
   last_return_ = now_seconds();
@@ -250,7 +291,9 @@ BufferSnapshot AsyncController::snapshot() {
   s.data_cursor = cursor_;
   nlohmann::json regen = nlohmann::json::array();
   for (const auto& [id, at] : regenerating_) regen.push_back({at.first, at.second});
-  s.extra = nlohmann::json{{"accounting", acc_->state()}, {"regenerating", regen}}.dump();
+  s.extra = nlohmann::json{{"accounting", acc_->state()}, {"regenerating", regen}, {"settled", settled_},
+                           {"dead_settled", dead_settled_}}
+                .dump();
   return s;
 }
 
@@ -273,7 +316,13 @@ void AsyncController::restore(const BufferSnapshot& snapshot, Deadline deadline)
       TaskUnit u = factory_(e.at(0).get<uint64_t>(), e.at(1).get<uint32_t>());
       regenerating_[u.task_id] = {u.cursor, u.attempt};
     }
+    settled_ = j.value("settled", std::set<uint64_t>{});
+    dead_settled_ = j.value("dead_settled", int64_t{0});
   }
+  settled_below_ = std::max(settled_below_, snapshot.settled_below);
+  std::erase_if(settled_, [&](uint64_t c) { return c < settled_below_; });
+  pushed_below_ = 0;
+  push_watermark();
   // A queue that does not remember the tasks before the checkpoint's cursor (in-process: a
   // new process) lost those still queued or leased: enqueue again each one the snapshot
   // does not show as handed to the trainer or waiting in the buffer.
@@ -301,12 +350,13 @@ void AsyncController::recover_lost_writes(uint64_t recorded, Deadline deadline) 
 
 void AsyncController::requeue_lost(const BufferSnapshot& snapshot, uint64_t from, Deadline deadline) {
   std::set<std::string> done;  // task ids handed out (any attempt) or waiting in the buffer
-  for (const std::string& key : snapshot.seen) done.insert(key.substr(0, key.rfind('#')));
+  for (const auto& [key, task_cursor] : snapshot.seen) done.insert(key.substr(0, key.rfind('#')));
   for (const auto* records : {&snapshot.pending, &snapshot.ungot}) {
     for (const ExperienceRecord& r : *records) done.insert(r.task_id);
   }
   int64_t requeued = 0;
-  for (uint64_t c = from; c < snapshot.data_cursor; ++c) {
+  for (uint64_t c = std::max(from, settled_below_); c < snapshot.data_cursor; ++c) {
+    if (settled_.count(c)) continue;
     TaskUnit u = factory_(c, 0);
     if (done.count(u.task_id)) continue;
     queue_.enqueue(u, deadline);
@@ -314,7 +364,8 @@ void AsyncController::requeue_lost(const BufferSnapshot& snapshot, uint64_t from
   }
   // A stale record's regeneration (attempt + 1) queued at the checkpoint: the stale attempt
   // is in `seen`, the new one is not.
-  std::set<std::string> keys(snapshot.seen.begin(), snapshot.seen.end());
+  std::set<std::string> keys;
+  for (const auto& [key, task_cursor] : snapshot.seen) keys.insert(key);
   for (const auto* records : {&snapshot.pending, &snapshot.ungot}) {
     for (const ExperienceRecord& r : *records) keys.insert(dedupe_key(r.task_id, r.attempt));
   }

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -115,16 +116,33 @@ class AsyncController {
   bool exhausted() const;       // the whole task budget created
   // The buffer's QuarantineHandler (called inside take(); no I/O): counts the record and,
   // when its task is one of this run's still waiting for this attempt, schedules the task
-  // again (attempt + 1) and returns true so the refused attempt's key stays consumed.
-  bool on_quarantine(const QuarantinedRecord& q);
+  // again (attempt + 1) and returns its cursor so the refused attempt's key stays consumed.
+  std::optional<uint64_t> on_quarantine(const QuarantinedRecord& q);
   // Schedules `task_id` again under attempt + 1 when it is one this run created (its cursor,
-  // from config.task_cursor or `cursor`) and the run still waits for `attempt`; returns
-  // whether it did. `limited`: count the attempt against kMaxQuarantinedAttempts.
-  bool reschedule(const std::string& task_id, uint32_t attempt, std::optional<uint64_t> cursor, bool limited,
+  // from config.task_cursor or `cursor`) and the run still waits for `attempt`; returns the
+  // task's cursor when it did (or gave the task up), else nullopt. `limited`: count the
+  // attempt against kMaxQuarantinedAttempts.
+  std::optional<uint64_t> reschedule(const std::string& task_id, uint32_t attempt, std::optional<uint64_t> cursor, bool limited,
                   const std::string& why);
   // Takes the records of versions outside config.lineage out of `got` (counted, rescheduled).
   void drop_dead_lineage(std::vector<ExperienceRecord>& got);
   std::vector<std::pair<uint64_t, uint32_t>> requeue_;  // (cursor, attempt) to enqueue
+  // Settlement: a task is settled once it needs no record ever again (one was trained or
+  // filtered, it was dropped stale, given up, or dead-lettered). Every task below
+  // settled_below_ is settled; settled_ holds those above it. The buffer forgets the dedupe
+  // keys below the watermark (ExperienceBuffer::settle_below), which bounds its memory.
+  uint64_t settled_below_;
+  std::set<uint64_t> settled_;
+  int64_t dead_settled_ = 0;    // dead letters already settled
+  uint64_t pushed_below_ = UINT64_MAX;  // the watermark the buffer was last told
+  // Marks a task settled (no I/O: on_quarantine calls it inside take()); push_watermark()
+  // tells the buffer, outside take().
+  void settle(uint64_t cursor);
+  void push_watermark();
+  void settle_record(const ExperienceRecord& r);  // its task, when the record names it truly
+  bool settled(uint64_t cursor) const { return cursor < settled_below_ || settled_.count(cursor) > 0; }
+  // Settles the tasks the queue dead-lettered since the last call (`dead`: its count now).
+  void settle_dead_letters(int64_t dead, Deadline deadline);
 };
 
 }  // namespace moerl::runtime

@@ -1,6 +1,7 @@
-// BufferSnapshot encoding (magic "MRBS", version 1): the trainer-side buffer state that rides
-// in a trainer checkpoint. Records inside are nested experience records, each with its own
-// header and checksum.
+// BufferSnapshot encoding (magic "MRBS", version 2; version 1 is still read): the trainer-side
+// buffer state that rides in a trainer checkpoint. Records inside are nested experience
+// records, each with its own header and checksum. Version 2 adds the settled watermark and
+// each dedupe key's data cursor.
 #include "runtime/experience_buffer.h"
 
 #include "base/error.h"
@@ -10,7 +11,9 @@ namespace moerl::runtime {
 namespace {
 
 constexpr char kSnapshotMagic[4] = {'M', 'R', 'B', 'S'};
-constexpr uint16_t kSnapshotVersion = 1;
+constexpr uint16_t kSnapshotVersion = 2;
+// Version 1 keys carry no cursor: they are kept until the run ends (never below a watermark).
+constexpr uint64_t kUnknownCursor = UINT64_MAX;
 
 void put_records(ByteWriter& w, const std::vector<ExperienceRecord>& records) {
   w.put<uint32_t>(static_cast<uint32_t>(records.size()));
@@ -32,8 +35,12 @@ std::string BufferSnapshot::encode() const {
   w.put<int64_t>(duplicates_dropped);
   w.put<int64_t>(taken);
   w.put<uint64_t>(data_cursor);
+  w.put<uint64_t>(settled_below);
   w.put<uint32_t>(static_cast<uint32_t>(seen.size()));
-  for (const std::string& key : seen) w.put_string(key);
+  for (const auto& [key, task_cursor] : seen) {
+    w.put_string(key);
+    w.put<uint64_t>(task_cursor);
+  }
   put_records(w, pending);
   put_records(w, ungot);
   w.put_string(extra);
@@ -42,14 +49,19 @@ std::string BufferSnapshot::encode() const {
 
 BufferSnapshot BufferSnapshot::decode(std::string_view bytes) {
   constexpr const char* kWhat = "experience buffer snapshot";
-  ByteReader r(unframe_record(bytes, kSnapshotMagic, kSnapshotVersion, kWhat), kWhat);
+  uint16_t version = 0;
+  ByteReader r(unframe_record(bytes, kSnapshotMagic, 1, kSnapshotVersion, &version, kWhat), kWhat);
   BufferSnapshot s;
   s.cursor = r.get_string();
   s.duplicates_dropped = r.get<int64_t>();
   s.taken = r.get<int64_t>();
   s.data_cursor = r.get<uint64_t>();
+  if (version >= 2) s.settled_below = r.get<uint64_t>();
   uint32_t num_seen = r.get<uint32_t>();
-  for (uint32_t i = 0; i < num_seen; ++i) s.seen.insert(r.get_string());
+  for (uint32_t i = 0; i < num_seen; ++i) {
+    std::string key = r.get_string();
+    s.seen[key] = version >= 2 ? r.get<uint64_t>() : kUnknownCursor;
+  }
   s.pending = get_records(r);
   s.ungot = get_records(r);
   s.extra = r.get_string();

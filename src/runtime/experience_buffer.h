@@ -1,6 +1,6 @@
 // ExperienceBuffer: rollout workers put() experience records; the trainer take()s them,
 // deduplicated by (task_id, attempt) so at-least-once delivery upstream never trains a group
-// twice. snapshot()/restore() carry the buffer's state and the read cursor in trainer
+// twice (within a window bounded by the tasks in flight: settle_below). snapshot()/restore() carry the buffer's state and the read cursor in trainer
 // checkpoints. Backends: InProcessExperienceBuffer, RedisExperienceBuffer.
 //
 //   buffer.put(record, Deadline::after_seconds(10));                 // worker, then ack the task
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,7 +36,10 @@ struct BufferStats {
 // trained twice and none is skipped.
 struct BufferSnapshot {
   std::string cursor;                     // backend read position (Redis: last stream id read)
-  std::set<std::string> seen;             // dedupe keys already handed out
+  // Dedupe keys already handed out (or reserved), each with its task's data cursor, above
+  // the settled watermark (runtime/dedupe_window.h).
+  std::map<std::string, uint64_t> seen;
+  uint64_t settled_below = 0;             // every task below this data cursor is settled
   std::vector<ExperienceRecord> pending;  // records read but not yet handed out (deduped on take)
   std::vector<ExperienceRecord> ungot;    // handed out, then handed back by unget()
   int64_t duplicates_dropped = 0;
@@ -46,7 +50,7 @@ struct BufferSnapshot {
   uint64_t data_cursor = 0;
   // Opaque caller state carried with the snapshot (AsyncController: accounting as JSON).
   std::string extra;
-  std::string encode() const;             // binary, magic "MRBS", version 1, crc32c
+  std::string encode() const;             // binary, magic "MRBS", version 2, crc32c
   static BufferSnapshot decode(std::string_view bytes);
 };
 
@@ -64,10 +68,11 @@ struct QuarantinedRecord {
 // Judges a decoded record at the trainer boundary: "" accepts it, else the reason it is
 // refused (runtime/record_check.h).
 using RecordCheck = std::function<std::string(const ExperienceRecord&)>;
-// Told of each refused record inside take(), before its next record is judged; returns true
-// to reserve the refused record's dedupe key (the caller regenerates the task under another
-// attempt, so a late copy of the refused one must not be trained). Must not block.
-using QuarantineHandler = std::function<bool(const QuarantinedRecord&)>;
+// Told of each refused record inside take(), before its next record is judged; returns the
+// task's data cursor to reserve the refused record's dedupe key under (the caller regenerates
+// the task under another attempt, so a late copy of the refused one must not be trained), or
+// nullopt to reserve nothing. Must not block.
+using QuarantineHandler = std::function<std::optional<uint64_t>(const QuarantinedRecord&)>;
 
 class ExperienceBuffer {
  public:
@@ -85,6 +90,11 @@ class ExperienceBuffer {
   // covers (Redis: XTRIM the experience stream below the cursor).
   virtual void checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) = 0;
   virtual BufferStats stats() const = 0;
+  // Every task with a data cursor below `cursor` is settled for good (the caller will not
+  // train another record of it): their dedupe keys are forgotten and records of them read
+  // from now on are dropped as duplicates. Bounds the dedupe set by the tasks in flight.
+  // Never lowers the watermark; carried in snapshots.
+  virtual void settle_below(uint64_t cursor) = 0;
   // Records take() reads from now on are judged by `check` (empty: decode checks only); a
   // refused one is not handed out: it is copied to the dead-letter store (Redis: stream
   // NS:experience:quarantine with its id, key, reason and raw bytes), acked, counted, logged,

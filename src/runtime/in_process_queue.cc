@@ -233,7 +233,7 @@ std::vector<ExperienceRecord> InProcessExperienceBuffer::take(size_t n, Deadline
         quarantine(std::move(r), std::move(why));
         continue;
       }
-      if (!seen_.insert(dedupe_key(r.task_id, r.attempt)).second) {
+      if (!seen_.admit(dedupe_key(r.task_id, r.attempt), r.cursor)) {
         ++stats_.duplicates_dropped;
         continue;
       }
@@ -257,7 +257,8 @@ BufferSnapshot InProcessExperienceBuffer::snapshot() {
   std::lock_guard<std::mutex> lock(mu_);
   BufferSnapshot s;
   s.cursor = std::to_string(num_put_total_);
-  s.seen = seen_;
+  s.seen = seen_.keys();
+  s.settled_below = seen_.settled_below();
   s.ungot.assign(ungot_.begin(), ungot_.end());
   s.pending.assign(ready_.begin(), ready_.end());
   s.duplicates_dropped = stats_.duplicates_dropped;
@@ -270,7 +271,7 @@ void InProcessExperienceBuffer::restore(const BufferSnapshot& snapshot, Deadline
     std::lock_guard<std::mutex> lock(mu_);
     ready_.clear();
     ungot_.clear();
-    seen_ = snapshot.seen;
+    seen_.restore(snapshot.seen, snapshot.settled_below);
     ungot_.assign(snapshot.ungot.begin(), snapshot.ungot.end());
     ready_.assign(snapshot.pending.begin(), snapshot.pending.end());
     num_put_total_ = snapshot.cursor.empty() ? 0 : std::stoull(snapshot.cursor);
@@ -287,13 +288,20 @@ void InProcessExperienceBuffer::quarantine(ExperienceRecord r, std::string why) 
                       .attempt = r.attempt,
                       .decoded = true,
                       .cursor = r.cursor,
-                      .key_taken = seen_.count(dedupe_key(r.task_id, r.attempt)) > 0,
+                      .key_taken = seen_.taken(dedupe_key(r.task_id, r.attempt), r.cursor),
                       .reason = std::move(why)};
   MOERL_LOG(ERROR) << "experience record " << dedupe_key(q.task_id, q.attempt) << " (" << q.entry_id
                    << ") quarantined: " << q.reason;
   ++stats_.quarantined;
-  if (on_quarantine_ && on_quarantine_(q)) seen_.insert(dedupe_key(q.task_id, q.attempt));
+  if (on_quarantine_) {
+    if (std::optional<uint64_t> at = on_quarantine_(q)) seen_.reserve(dedupe_key(q.task_id, q.attempt), *at);
+  }
   quarantined_.push_back(std::move(r));
+}
+
+void InProcessExperienceBuffer::settle_below(uint64_t cursor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  seen_.settle_below(cursor);
 }
 
 void InProcessExperienceBuffer::set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) {

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 
+#include "runtime/dedupe_window.h"
 #include "runtime/experience_buffer.h"
 #include "runtime/task_queue.h"
 
@@ -71,6 +72,7 @@ class InProcessExperienceBuffer : public ExperienceBuffer {
   void restore(const BufferSnapshot& snapshot, Deadline deadline) override;
   void checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) override {}
   BufferStats stats() const override;
+  void settle_below(uint64_t cursor) override;
   void set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) override;
   void set_epoch(uint64_t) override {}  // one process: nothing to fence
   // Refused records, oldest first (the in-process dead-letter store).
@@ -85,7 +87,7 @@ class InProcessExperienceBuffer : public ExperienceBuffer {
   std::vector<ExperienceRecord> quarantined_;  // guarded by mu_
   std::deque<ExperienceRecord> ready_;  // put, not yet taken; guarded by mu_
   std::deque<ExperienceRecord> ungot_;  // handed back by the trainer; guarded by mu_
-  std::set<std::string> seen_;          // dedupe keys handed out; guarded by mu_
+  DedupeWindow seen_;                   // dedupe keys handed out; guarded by mu_
   uint64_t num_put_total_ = 0;          // the cursor: records ever put; guarded by mu_
   BufferStats stats_;                   // guarded by mu_
 };

@@ -93,6 +93,7 @@ class MeteredBuffer final : public ExperienceBuffer {
   void restore(const BufferSnapshot& s, Deadline d) override { inner_->restore(s, d); }
   void checkpoint_committed(const BufferSnapshot& s, Deadline d) override { inner_->checkpoint_committed(s, d); }
   BufferStats stats() const override { return inner_->stats(); }
+  void settle_below(uint64_t cursor) override { inner_->settle_below(cursor); }
   void set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) override {
     inner_->set_quarantine(std::move(check), std::move(on_quarantine));
   }

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "io/checksum.h"
 #include "runtime/experience_buffer.h"
+#include "runtime/byte_codec.h"
 #include "runtime/test_records.h"
 
 namespace moerl::runtime {
@@ -104,7 +105,8 @@ TEST(Records, SnapshotRoundTrip) {
   std::mt19937 rng(17);
   BufferSnapshot s;
   s.cursor = "1700000000000-3";
-  s.seen = {"a#0", "b#1"};
+  s.seen = {{"a#0", 12}, {"b#1", 13}};
+  s.settled_below = 11;
   s.pending = {random_record(rng), random_record(rng)};
   s.ungot = {random_record(rng)};
   s.duplicates_dropped = 4;
@@ -115,6 +117,7 @@ TEST(Records, SnapshotRoundTrip) {
   BufferSnapshot b = BufferSnapshot::decode(bytes);
   EXPECT_EQ(b.cursor, s.cursor);
   EXPECT_EQ(b.seen, s.seen);
+  EXPECT_EQ(b.settled_below, 11u);
   ASSERT_EQ(b.pending.size(), 2u);
   expect_equal(b.pending[1], s.pending[1]);
   ASSERT_EQ(b.ungot.size(), 1u);
@@ -125,6 +128,29 @@ TEST(Records, SnapshotRoundTrip) {
   EXPECT_EQ(b.extra, s.extra);
   bytes[20] ^= 1;
   EXPECT_THROW(BufferSnapshot::decode(bytes), Error);
+}
+
+// Checkpoints written before the settled watermark (snapshot version 1) still restore: their
+// keys are kept (no cursor to settle them by) and nothing counts as settled.
+TEST(Records, SnapshotVersionOneStillDecodes) {
+  ByteWriter w;
+  w.put_string("1700000000000-3");
+  w.put<int64_t>(2);
+  w.put<int64_t>(5);
+  w.put<uint64_t>(77);
+  w.put<uint32_t>(2);
+  w.put_string("a#0");
+  w.put_string("b#1");
+  w.put<uint32_t>(0);
+  w.put<uint32_t>(0);
+  w.put_string("{}");
+  const char magic[4] = {'M', 'R', 'B', 'S'};
+  BufferSnapshot b = BufferSnapshot::decode(frame_record(magic, 1, w.bytes()));
+  EXPECT_EQ(b.cursor, "1700000000000-3");
+  EXPECT_EQ(b.data_cursor, 77u);
+  EXPECT_EQ(b.settled_below, 0u);
+  ASSERT_EQ(b.seen.size(), 2u);
+  EXPECT_EQ(b.seen.at("b#1"), UINT64_MAX);
 }
 
 }  // namespace

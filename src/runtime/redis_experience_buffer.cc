@@ -125,11 +125,13 @@ std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline dea
         if (!rec) {
           // NOTE: judged in order, so a later copy of a refused key in this same read is
           // already a duplicate when the handler reserved the key.
-          if (on_quarantine_ && on_quarantine_(q)) seen_.insert(dedupe_key(q.task_id, q.attempt));
+          if (on_quarantine_) {
+            if (std::optional<uint64_t> at = on_quarantine_(q)) seen_.reserve(dedupe_key(q.task_id, q.attempt), *at);
+          }
           refused.emplace_back(std::move(q), bytes);
           continue;
         }
-        if (!seen_.insert(dedupe_key(rec->task_id, rec->attempt)).second) {
+        if (!seen_.admit(dedupe_key(rec->task_id, rec->attempt), rec->cursor)) {
           ++stats_.duplicates_dropped;
           continue;
         }
@@ -155,7 +157,8 @@ BufferSnapshot RedisExperienceBuffer::snapshot() {
   std::lock_guard<std::mutex> lock(mu_);
   BufferSnapshot s;
   s.cursor = cursor_;
-  s.seen = seen_;
+  s.seen = seen_.keys();
+  s.settled_below = seen_.settled_below();
   s.ungot.assign(ungot_.begin(), ungot_.end());
   s.duplicates_dropped = stats_.duplicates_dropped;
   s.taken = stats_.taken;
@@ -172,10 +175,10 @@ void RedisExperienceBuffer::restore(const BufferSnapshot& snapshot, Deadline dea
   remove_other_groups(deadline);
   std::lock_guard<std::mutex> lock(mu_);
   cursor_ = cursor;
-  seen_ = snapshot.seen;
+  seen_.restore(snapshot.seen, snapshot.settled_below);
   ungot_.assign(snapshot.ungot.begin(), snapshot.ungot.end());
   for (const ExperienceRecord& rec : snapshot.pending) {
-    if (seen_.insert(dedupe_key(rec.task_id, rec.attempt)).second) ungot_.push_back(rec);
+    if (seen_.admit(dedupe_key(rec.task_id, rec.attempt), rec.cursor)) ungot_.push_back(rec);
   }
   stats_.duplicates_dropped = snapshot.duplicates_dropped;
   stats_.taken = snapshot.taken;
@@ -184,6 +187,11 @@ void RedisExperienceBuffer::restore(const BufferSnapshot& snapshot, Deadline dea
 void RedisExperienceBuffer::checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) {
   if (snapshot.cursor.empty() || snapshot.cursor == "0-0") return;
   writer_.command_ok({"XTRIM", keys_.experience, "MINID", snapshot.cursor}, deadline);
+}
+
+void RedisExperienceBuffer::settle_below(uint64_t cursor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  seen_.settle_below(cursor);
 }
 
 BufferStats RedisExperienceBuffer::stats() const {
@@ -224,7 +232,9 @@ std::optional<ExperienceRecord> RedisExperienceBuffer::admit(const std::string& 
       }
     }
   }
-  refused->key_taken = !refused->task_id.empty() && seen_.count(dedupe_key(refused->task_id, refused->attempt)) > 0;
+  refused->key_taken = !refused->task_id.empty() &&
+                       seen_.taken(dedupe_key(refused->task_id, refused->attempt),
+                                   refused->decoded ? refused->cursor : UINT64_MAX);
   ++stats_.quarantined;
   MOERL_LOG(ERROR) << "experience stream " << keys_.experience << " entry " << entry_id << " (task "
                    << (refused->task_id.empty() ? std::string("unknown") : dedupe_key(refused->task_id, refused->attempt))

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dedupe_window.h"
 #include "runtime/experience_buffer.h"
 #include "runtime/redis_client.h"
 #include "runtime/task_queue.h"
@@ -97,6 +98,7 @@ class RedisExperienceBuffer : public ExperienceBuffer {
   // XTRIM MINID: frees stream entries older than the checkpoint's cursor.
   void checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) override;
   BufferStats stats() const override;
+  void settle_below(uint64_t cursor) override;
   void set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) override;
   void set_epoch(uint64_t epoch) override;
 
@@ -123,7 +125,7 @@ class RedisExperienceBuffer : public ExperienceBuffer {
   mutable std::mutex mu_;  // guards everything below; never held across a blocking read
   std::string group_ = RedisKeys::kTrainerGroup;
   std::string cursor_ = "0-0";           // last experience stream id read
-  std::set<std::string> seen_;
+  DedupeWindow seen_;
   std::deque<ExperienceRecord> ungot_;
   RecordCheck check_;
   QuarantineHandler on_quarantine_;
