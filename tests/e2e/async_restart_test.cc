@@ -1,4 +1,4 @@
-// A trainer SIGKILLed before its first RL checkpoint (the default checkpoint_every = 0) and
+// A trainer SIGKILLed before its first RL checkpoint (RL step 3, default checkpointing) and
 // restarted as Kubernetes restarts it (same command, same run dir, same namespace). The first
 // life had read and acknowledged records it never checkpointed, and published weight
 // versions that died with it. The second life waits for the first one's lease to run out,
