@@ -1,0 +1,165 @@
+// `moerl bench gen`: generation speed of a model geometry (a Hugging Face config.json, random
+// weights drawn on the device) against the memory roofline of its decode step; one JSON
+// object on stdout.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/error.h"
+#include "cli/bench.h"
+#include "io/hf_config.h"
+#include "job/gpu_paths.h"
+#include "model/archs/arch.h"
+#include "model/generate.h"
+#include "model/model.h"
+
+namespace moerl::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Random weights (N(0, 0.02), norms 1) drawn where the model runs: model::init_random draws
+// float32 on the host, 120 GB for a 30B-parameter model.
+model::Model random_model(const io::HfConfig& c, at::Device device, at::ScalarType dtype, uint64_t seed) {
+  const model::Arch& arch = model::find_arch(c.model_type);
+  const model::ExpertRange all{0, c.num_experts};
+  at::manual_seed(seed);
+  auto o = at::TensorOptions().dtype(dtype).device(device);
+  model::Params p;
+  for (const model::ParamSpec& s : arch.param_specs(c, all)) {
+    switch (s.init) {
+      case model::Init::kNormal: p[s.name] = at::empty(s.shape, o).normal_(0.0, 0.02); break;
+      case model::Init::kOnes: p[s.name] = at::ones(s.shape, o); break;
+      case model::Init::kZeros: p[s.name] = at::zeros(s.shape, o); break;
+    }
+  }
+  arch.canonicalize(c, all, p);
+  return model::Model(c, std::move(p), {dtype, device, nullptr});
+}
+
+// Device copy rate in bytes/s (read + written), best of 5 copies of `bytes`; the item()
+// read waits for the device.
+double copy_rate(at::Device device, int64_t bytes) {
+  at::Tensor a = at::ones({bytes}, at::TensorOptions().dtype(at::kByte).device(device)), b = at::empty_like(a);
+  double best = 1e30;
+  for (int i = 0; i < 6; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    b.copy_(a);
+    (void)b[bytes - 1].item<uint8_t>();
+    if (i > 0) best = std::min(best, seconds_since(t0));
+  }
+  return 2.0 * static_cast<double>(bytes) / best;
+}
+
+int64_t tensor_bytes(const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
+
+std::vector<int64_t> int_list(const std::string& text, const char* flag) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1) {
+      throw Error(std::string(flag) + " " + text + ": '" + item + "' is not a positive integer",
+                  "give a comma-separated list, e.g. 64,128,256", ErrorCode::kInvalidInput);
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+int run_bench_gen(Args& a) {
+  if (a.flag("--help") || a.flag("-h")) {
+    std::printf(
+        "usage: moerl bench gen --config CONFIG.json [--layers N] [--batch 64,128,256] [--prompt 64]\n"
+        "                       [--new-tokens 64] [--device cpu|cuda] [--seed 7]\n"
+        "Decode speed of the geometry CONFIG.json describes (a Hugging Face config.json; --layers keeps the\n"
+        "first N layers), random weights drawn on the device (bf16 on cuda, float32 on cpu), temperature 1.\n"
+        "Per batch: decode ms per step ((time of 8 + new-tokens tokens - time of 8) / new-tokens), new\n"
+        "tokens/s, the bytes one decode step reads (every weight but the embedding table, the experts the\n"
+        "batch touches under uniform routing, the KV cache's capacity) and their rate as a fraction of the\n"
+        "device copy rate measured in the same run. Presets: examples/bench/*.json.\n");
+    return 0;
+  }
+  const std::string path = a.required("--config");
+  io::HfConfig c = io::HfConfig::load(path);
+  const int64_t layers = a.integer("--layers", c.num_hidden_layers);
+  const std::vector<int64_t> batches = int_list(a.value("--batch").value_or("64,128,256"), "--batch");
+  const int64_t P = a.integer("--prompt", 64), N = a.integer("--new-tokens", 64), warm = 8;
+  const std::string dev = a.value("--device").value_or("cpu");
+  const uint64_t seed = static_cast<uint64_t>(a.integer("--seed", 7));
+  a.finish();
+  if (layers < 1 || layers > c.num_hidden_layers || P < 1 || N < 1) {
+    throw Error("bench gen: --layers " + std::to_string(layers) + " --prompt " + std::to_string(P) + " --new-tokens " +
+                    std::to_string(N) + " out of range",
+                "need 1 <= layers <= num_hidden_layers (" + std::to_string(c.num_hidden_layers) +
+                    "), a positive prompt and token count",
+                ErrorCode::kInvalidInput);
+  }
+  c.num_hidden_layers = layers;
+  c.max_position_embeddings = std::max(c.max_position_embeddings, P + warm + N);
+  if (dev == "cuda") job::enable_gpu_paths();
+  const at::Device device(dev);
+  const at::ScalarType dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
+  const double rate = copy_rate(device, device.is_cuda() ? int64_t{1} << 31 : int64_t{1} << 27);
+  model::Model m = random_model(c, device, dtype, seed);
+  double weight_bytes = 0, expert_bytes = 0;
+  for (const auto& [name, t] : m.params()) {
+    if (name == "model.embed_tokens.weight" && m.params().count("lm_head.weight")) continue;  // B rows of it
+    (name.find(".experts.") != std::string::npos ? expert_bytes : weight_bytes) += static_cast<double>(tensor_bytes(t));
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (int64_t B : batches) {
+    at::Tensor ids = at::randint(3, std::min<int64_t>(c.vocab_size, 100000), {B, P}, at::kLong);
+    std::vector<std::vector<int64_t>> prompts(B);
+    for (int64_t b = 0; b < B; ++b) prompts[b].assign(ids[b].data_ptr<int64_t>(), ids[b].data_ptr<int64_t>() + P);
+    model::GenerateConfig g;
+    g.sampling.temperature = 1.0;
+    g.seed = seed;
+    auto timed = [&](int64_t n) {
+      g.max_new_tokens = n;
+      auto t0 = std::chrono::steady_clock::now();
+      model::generate(m, prompts, g);  // returns host tokens: the device is done
+      return seconds_since(t0);
+    };
+    timed(warm);  // warm-up: weight stacks, CUDA graphs, the allocator
+    const double t_short = timed(warm), t_long = timed(warm + N);
+    const double step_s = std::max(1e-9, (t_long - t_short) / static_cast<double>(N));
+    const double E = static_cast<double>(c.num_experts), K = static_cast<double>(c.num_experts_per_tok);
+    const double touched = E > 0 ? 1 - std::pow(1 - K / E, static_cast<double>(B)) : 1;
+    double kv_bytes = 0;
+    model::KvCache cache = m.make_cache(B, P + warm + N);
+    for (const auto* group : {&cache.k, &cache.v, &cache.latent}) {
+      for (const at::Tensor& t : *group) kv_bytes += static_cast<double>(tensor_bytes(t));
+    }
+    const double step_bytes = weight_bytes + touched * expert_bytes + kv_bytes;
+    rows.push_back({{"batch", B},
+                    {"decode_ms_per_step", 1e3 * step_s},
+                    {"new_tokens_per_s", static_cast<double>(B) / step_s},
+                    {"GB_read_per_step", step_bytes / 1e9},
+                    {"roofline_fraction", step_bytes / step_s / rate},
+                    {"prefill_and_8_tokens_s", t_short}});
+  }
+  nlohmann::json out = {{"config", path},
+                        {"model_type", c.model_type},
+                        {"layers", layers},
+                        {"device", dev},
+                        {"dtype", dtype == at::kBFloat16 ? "bfloat16" : "float32"},
+                        {"prompt", P},
+                        {"new_tokens", N},
+                        {"copy_GBps", rate / 1e9},
+                        {"weights_GB", (weight_bytes + expert_bytes) / 1e9},
+                        {"rows", rows}};
+  std::printf("%s\n", out.dump(1).c_str());
+  return 0;
+}
+
+}  // namespace
+
+MOERL_BENCH("gen", "decode tokens/s of a config.json geometry (random weights) vs the memory roofline", run_bench_gen);
+
+}  // namespace moerl::cli
