@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <thread>
 
 #include "base/check.h"
 #include "base/files.h"
@@ -138,14 +139,26 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
   // Late joiners start from the newest version.
   Deadline first = Deadline::after_seconds(options_.first_version_seconds);
   std::optional<runtime::WeightVersion> v;
+  double last_warn = -1e9;
   while (!v) {
     if (drain.state() != runtime::DrainState::kRunning || store_.head(kRunDoneKey)) {
       drain.mark_drained();
       stats_.loop.final_state = drain.state();
       return stats_;
     }
-    v = backends_.weights->wait_newer(0, Deadline::after_seconds(0.5));
-    if (!v) v = backends_.weights->latest(Deadline::after_seconds(5));  // version 0 itself
+    try {
+      v = backends_.weights->wait_newer(0, Deadline::after_seconds(0.5));
+      if (!v) v = backends_.weights->latest(Deadline::after_seconds(5));  // version 0 itself
+    } catch (const Error& e) {
+      // The registry (Redis) restarting or not up yet: keep asking until the first deadline.
+      if (e.code() != ErrorCode::kUnavailable && e.code() != ErrorCode::kTimeout) throw;
+      if (now_seconds() - last_warn >= 10) {
+        MOERL_LOG(WARN) << options_.worker_id << ": weight registry unreachable, still waiting for the first policy version: "
+                        << e.what();
+        last_warn = now_seconds();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     if (!v && first.expired()) {
       throw Error("rollout worker " + options_.worker_id + ": no policy version was published within " +
                       std::to_string(options_.first_version_seconds) + " s",

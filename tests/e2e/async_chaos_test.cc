@@ -64,10 +64,12 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
     return testing::spawn_moerl({"trainer", config, "--run-dir", run, "--no-plot"}, log + "/trainer" + std::to_string(n) + ".log");
   };
   int restarts = 0;
+  std::vector<std::string> worker_logs(3);  // each slot's current log
   const bool namespaces = testing::pid_namespaces_available();
   auto start_worker = [&](int slot) {
     // No --worker-id: each worker names itself (hostname + random suffix).
     const std::string file = log + "/w" + std::to_string(slot) + "-" + std::to_string(restarts++) + ".log";
+    worker_logs[slot] = file;
     const std::vector<std::string> args = {"rollout", config, "--run-dir", run};
     // Slot 0 is signalled (SIGSTOP, SIGTERM) directly, so it runs outside a namespace.
     return slot > 0 && namespaces ? testing::spawn_moerl_in_pid_namespace(args, file, {"POD_NAME"})
@@ -142,7 +144,10 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (thaw_at > 0) workers[0].signal(SIGCONT);
-  for (Subprocess& w : workers) EXPECT_EQ(testing::wait_exit(w, 30), 0) << "a worker did not drain at the end";
+  for (size_t i = 0; i < workers.size(); ++i) {
+    EXPECT_EQ(testing::wait_exit(workers[i], 30), 0)
+        << "a worker did not drain at the end\n" << testing::log_tail(worker_logs[i]);
+  }
   EXPECT_TRUE(trainer_killed_early);
   EXPECT_TRUE(trainer_killed);
   EXPECT_TRUE(frozen);

@@ -90,6 +90,12 @@ inline std::string read_text(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// The last `bytes` of a log file, for a failure message that explains itself in CI.
+inline std::string log_tail(const std::string& path, size_t bytes = 3000) {
+  const std::string text = read_text(path);
+  return "--- " + path + " (tail) ---\n" + (text.size() > bytes ? text.substr(text.size() - bytes) : text);
+}
+
 // The [runtime] lines of an async job over `queue_url` in namespace `ns`, with leases long
 // enough that a busy 2-core box never lets one expire and no record old enough to be stale.
 inline std::string async_runtime_text(const std::string& queue_url, const std::string& ns) {
