@@ -57,9 +57,9 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
   RoutingRecorder recorder(B);
   std::vector<int64_t> first(B);  // prefill: row b's prompt starts after its left padding
   for (int64_t b = 0; b < B; ++b) first[b] = Tp - static_cast<int64_t>(prompts[b].size());
-  ForwardOutput prefill = model.forward({ids.to(dev), mask.to(dev), {}, &cache});
+  ForwardOutput prefill = model.forward({ids.to(dev), mask.to(dev), {}, &cache, {}, /*last_logits_only=*/true});
   if (config.record_routing) recorder.add(prefill.routing, Tp, first);
-  at::Tensor logits_BV = prefill.logits_BTV.select(1, Tp - 1);
+  at::Tensor logits_BV = prefill.logits_BTV.select(1, 0);
 
   std::vector<bool> done(B, false);
   int64_t num_done = 0;

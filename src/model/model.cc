@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "io/tensor_io.h"
 #include "model/common/attention.h"
+#include "model/common/expert_pack.h"
 #include "model/common/layers.h"
 #include "model/common/mla_attention.h"
 #include "model/common/moe.h"
@@ -83,6 +84,7 @@ Model::Model(io::HfConfig cfg, Params params, ModelOptions options)
     }
     MOERL_LOG(WARN) << "ignoring " << params.size() << " checkpoint tensor(s) the model does not use: " << extra;
   }
+  pack_moe_experts();
   const Params all = state();
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     layers_.push_back(arch_->bind_layer(cfg_, experts_, all, i));
@@ -91,6 +93,31 @@ Model::Model(io::HfConfig cfg, Params params, ModelOptions options)
   embed_ = arch_util::get(params_, "model.embed_tokens.weight");
   final_norm_ = arch_util::get(params_, "model.norm.weight");
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : arch_util::get(params_, "lm_head.weight");
+}
+
+void Model::pack_moe_experts() {
+  std::map<const c10::TensorImpl*, std::string> name_of;
+  for (const auto& [name, t] : params_) name_of[t.unsafeGetTensorImpl()] = name;
+  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+    std::vector<ExpertWeights> experts;
+    {
+      LayerWeights w = arch_->bind_layer(cfg_, experts_, state(), i);
+      if (!w.is_moe || packed_view(w.moe.experts).w13_E2IH.defined()) continue;  // packed already: shared
+      experts = std::move(w.moe.experts);
+    }
+    std::vector<ExpertWeights> views = pack_experts(experts);
+    for (size_t e = 0; e < views.size(); ++e) {
+      const std::pair<const at::Tensor*, const at::Tensor*> swaps[] = {{&experts[e].gate_IH, &views[e].gate_IH},
+                                                                      {&experts[e].up_IH, &views[e].up_IH},
+                                                                      {&experts[e].down_HI, &views[e].down_HI}};
+      for (const auto& [old_t, view] : swaps) {
+        auto it = name_of.find(old_t->unsafeGetTensorImpl());
+        MOERL_CHECK(it != name_of.end()) << "layer " << i << " expert " << e << " is not a model parameter";
+        params_[it->second] = view->detach().set_requires_grad(true);
+      }
+    }
+    // `experts` (the old tensors) is released here: one layer's experts are held twice at most.
+  }
 }
 
 Params Model::state() const {
@@ -214,7 +241,7 @@ ForwardOutput Model::forward(const ForwardInput& in) {
     }
   }
   out.hidden_BTH = rms_norm(h, final_norm_, cfg_.rms_norm_eps);
-  out.logits_BTV = at::linear(out.hidden_BTH, lm_head_);
+  out.logits_BTV = at::linear(in.last_logits_only ? out.hidden_BTH.narrow(1, T - 1, 1) : out.hidden_BTH, lm_head_);
   if (out.logits_BTV.scalar_type() != at::kDouble) out.logits_BTV = out.logits_BTV.to(at::kFloat);
   if (cache != nullptr) {
     cache->length = S;

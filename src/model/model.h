@@ -45,6 +45,10 @@ struct ForwardInput {
   // Routing replay (R3): [B,T,L,K] int64 expert ids to force, L = the MoE layers in order; a
   // token whose ids hold a -1 routes live. Undefined: every token routes live.
   at::Tensor routing_replay;
+  // Logits for each row's last position only (logits_BTV is [B,1,V]): generation's prefill,
+  // which samples from the last prompt token, never holds [B,T,V] float32 logits (at vocab
+  // 151936, 512 prompt tokens and batch 256 that is 80 GB).
+  bool last_logits_only = false;
 };
 
 // Router statistics of one MoE layer (for load-balancing / z losses and monitoring).
@@ -57,7 +61,7 @@ struct LayerRouting {
 };
 
 struct ForwardOutput {
-  at::Tensor logits_BTV;  // float32 (float64 for a double model)
+  at::Tensor logits_BTV;  // float32 (float64 for a double model); [B,1,V] for last_logits_only
   at::Tensor hidden_BTH;  // final normed hidden state (value heads)
   std::vector<LayerRouting> routing;  // one per MoE layer, in layer order
 };
@@ -67,7 +71,9 @@ class Model {
   // `params` must hold exactly arch.param_specs(cfg, local experts) with those shapes (the
   // buffers too, e.g. state() of another model); parameters are converted to
   // options.dtype/device (shared, not copied, when they already match) and made leaves with
-  // requires_grad; buffers go to float32 (float64 for double models), without grad.
+  // requires_grad; buffers go to float32 (float64 for double models), without grad. Each MoE
+  // layer's experts are then held packed (expert_pack.h): copied once into one storage whose
+  // views are the per-expert leaves, or shared when they are another model's packed views.
   Model(io::HfConfig cfg, Params params, ModelOptions options = {});
   Model(Model&&) = default;
   Model& operator=(Model&&) = default;
@@ -110,6 +116,10 @@ class Model {
   const RopeTable& rope() const { return rope_; }
 
  private:
+  // Moves each MoE layer's local experts into packed storage (expert_pack.h) and makes the
+  // per-expert parameters views of it, unless they are views of a packed layout already
+  // (another model's tensors, shared).
+  void pack_moe_experts();
   // in.routing_replay checked against [B,T,L,K] and moved to the device (undefined stays so).
   at::Tensor checked_replay(const at::Tensor& replay, int64_t B, int64_t T) const;
 

@@ -70,6 +70,23 @@ TEST_P(ModelByArch, LeftPaddingDoesNotChangeLogits) {
   EXPECT_TRUE(padded.isfinite().all().item<bool>());
 }
 
+TEST_P(ModelByArch, LastLogitsOnlyIsTheFullForwardsLastPosition) {
+  Model m = random_model(cfg(), 8);
+  c10::InferenceMode guard;
+  at::manual_seed(9);
+  const int64_t B = 2, T = 6;
+  at::Tensor ids = at::randint(3, cfg().vocab_size, {B, T}, at::kLong);
+  at::Tensor mask = at::ones({B, T}, at::kLong);
+  mask[1].narrow(0, 0, 2).fill_(0);  // row 1 left padded
+  at::Tensor full = m.forward({ids, mask}).logits_BTV;
+  KvCache cache = m.make_cache(B, T);
+  ForwardOutput last = m.forward({ids, mask, {}, &cache, {}, /*last_logits_only=*/true});
+  ASSERT_EQ(last.logits_BTV.sizes(), (at::IntArrayRef{B, 1, cfg().vocab_size}));
+  EXPECT_LE(max_abs_diff(last.logits_BTV, full.narrow(1, T - 1, 1)), 1e-6);
+  EXPECT_EQ(last.hidden_BTH.size(1), T);  // value heads still see every position
+  EXPECT_EQ(cache.length, T);
+}
+
 TEST_P(ModelByArch, SaveLoadGivesIdenticalLogits) {
   Model m = random_model(cfg(), 6);
   const std::string dir = ::testing::TempDir() + "/save_" + GetParam();

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "model/common/expert_pack.h"
 #include "model/common/layers.h"
 #include "model/common/mla_attention.h"
 #include "model/common/moe.h"
@@ -32,7 +33,11 @@ class DecodeStep {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       layers_.push_back(m.arch().bind_layer(c, m.experts(), m.state(), i));
       const LayerWeights& w = layers_.back();
-      if (w.is_moe) stacked_.push_back(stack_experts(w.moe.experts));
+      // The model holds its experts packed: the graph reads that storage (a stacked copy
+      // only for experts that are not packed, e.g. a model built some other way).
+      PackedExperts p = w.is_moe ? packed_view(w.moe.experts) : PackedExperts{};
+      if (w.is_moe && p.w13_E2IH.defined()) stacked_.emplace_back(p.w13_E2IH, p.w2_EHI);
+      else if (w.is_moe) stacked_.push_back(stack_experts(w.moe.experts));
       else stacked_.emplace_back();
       if (w.attention == AttentionKind::kMla) {
         qkv_w_.emplace_back();
@@ -200,8 +205,8 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
     mask[b].narrow(0, off, n).fill_(1);
   }
   KvCache cache = m.make_cache(B, Tp + N);
-  ForwardOutput prefill = m.forward({ids, mask, {}, &cache});
-  at::Tensor first_logits = prefill.logits_BTV.select(1, Tp - 1).contiguous();
+  ForwardOutput prefill = m.forward({ids, mask, {}, &cache, {}, /*last_logits_only=*/true});
+  at::Tensor first_logits = prefill.logits_BTV.select(1, 0).contiguous();
   RoutingRecorder recorder(B);
   if (config.record_routing) {
     std::vector<int64_t> first(B);  // row b's prompt starts after its left padding

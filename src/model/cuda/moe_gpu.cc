@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/error.h"
 #include "ep/cuda/ops.h"
+#include "model/common/expert_pack.h"
 #include "model/cuda/swiglu.h"
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
@@ -191,7 +192,8 @@ std::vector<StackCache>& caches() {
 }
 
 std::pair<at::Tensor, at::Tensor> stacked(const std::vector<ExpertWeights>& experts) {
-  if (at::GradMode::is_enabled()) return stack_experts(experts);
+  if (at::GradMode::is_enabled()) return stack_experts(experts);  // grads reach the per-expert leaves
+  if (PackedExperts p = packed_view(experts); p.w13_E2IH.defined()) return {p.w13_E2IH, p.w2_EHI};
   std::vector<const void*> ptrs;
   std::vector<int64_t> versions;
   for (const auto& e : experts) {
