@@ -50,13 +50,22 @@ bool VersionPublisher::due(uint64_t version) const {
   return version % static_cast<uint64_t>(std::max<int64_t>(1, policy_.every)) == 0;
 }
 
+bool VersionPublisher::claim(uint64_t version) {
+  const std::string prefix = weights_prefix(version);
+  if (handoff_) return !store_.head(prefix + "/" + store::kManifestName);
+  // Anything under the prefix (a predecessor's shards, its claim): another life's version,
+  // perhaps still being written by a trainer that froze mid-publication and will wake up.
+  if (!store_.list(prefix + "/").empty()) return false;
+  return store_.put_if_absent(prefix + "/" + kClaimName, scratch_dir_ + "\n") == store::PutOutcome::kCreated;
+}
+
 uint64_t VersionPublisher::publish(uint64_t version, const model::Model& model, Deadline deadline) {
   uint64_t v = version;
   if (first_) {
     if (auto latest = registry_.latest(deadline); latest && latest->version >= v) v = latest->version + 1;
     first_ = false;
   }
-  while (store_.head(weights_prefix(v) + "/" + store::kManifestName)) ++v;
+  while (!claim(v)) ++v;
   if (handoff_) {
     registry_.publish(v, handoff_->put(v, model), deadline);  // in-process workers: in memory
   } else {

@@ -26,6 +26,9 @@ namespace moerl::rollout {
 
 inline constexpr const char* kWeightsRoot = "weights";
 
+// The object a trainer creates (conditionally) under a version's prefix before writing it.
+inline constexpr const char* kClaimName = "CLAIM";
+
 // "weights/v00000007".
 std::string weights_prefix(uint64_t version);
 
@@ -47,9 +50,11 @@ struct StagedWeights {
 
 // The trainer's weight-version policy: which version number a publication gets and how it
 // travels. Versions only grow: the first publication of a (re)started trainer goes above
-// every version the registry has announced, and no version whose commit already exists in
-// the store is reused (a restarted trainer's lost versions are never published twice with
-// other weights). With a WeightHandoff (every worker a thread of this process) a version
+// every version the registry has announced, and no version with anything under its prefix
+// is reused (a restarted trainer's lost versions are never published twice with other
+// weights). Through the store a version is first claimed with a conditional create
+// (kClaimName), so a frozen predecessor that wakes mid-publication and the trainer that
+// replaced it never write the same prefix. With a WeightHandoff (every worker a thread of this process) a version
 // travels in memory; without one, through the store.
 //
 //   VersionPublisher pub(*store, *registry, handoff, scratch, {.keep = 3, .every = 1});
@@ -71,6 +76,8 @@ class VersionPublisher {
   uint64_t publish(uint64_t version, const model::Model& model, Deadline deadline);
 
  private:
+  // True when `version` is free and now ours to write.
+  bool claim(uint64_t version);
   store::ObjectStore& store_;
   runtime::WeightRegistry& registry_;
   std::shared_ptr<WeightHandoff> handoff_;

@@ -109,6 +109,30 @@ TEST(AsyncWeights, RetentionKeepsNewestAndLateJoinerStartsThere) {
   }
 }
 
+// A trainer froze mid-publication of v3 (one shard written, no manifest) and was replaced:
+// the successor must not write v3 too (the woken predecessor would finish its manifest over
+// the successor's shards, or refuse the successor's as different content); it takes v4, and
+// the predecessor's late v3 commits without touching v4 and is not announced.
+TEST(AsyncWeights, SuccessorNeverWritesAVersionAFrozenPredecessorBegan) {
+  Fixture f("mode = \"async\"");
+  runtime::InProcessWeightRegistry reg;
+  const Deadline d = Deadline::after_seconds(10);
+  rollout::VersionPublisher first(*f.store, reg, nullptr, f.dir + "/a", {});
+  EXPECT_EQ(first.publish(2, *f.policy, d), 2u);
+  f.store->put(rollout::weights_prefix(3) + "/config.json", "{}");  // v3 begun, then frozen
+  f.perturb(5);
+  rollout::VersionPublisher successor(*f.store, reg, nullptr, f.dir + "/b", {});
+  EXPECT_EQ(successor.publish(0, *f.policy, d), 4u);
+  const at::Tensor ours = f.policy->params().begin()->second.detach().clone();
+  f.perturb(6);
+  // The woken one finishes its commit; the registry refuses the announcement (not newer).
+  EXPECT_THROW(rollout::publish_weights(*f.store, reg, 3, *f.policy, f.dir + "/a", {}, d), Error);
+  EXPECT_EQ(reg.latest(d)->version, 4u);
+  rollout::StagedWeights v4 = rollout::fetch_weights(*f.store, rollout::weights_prefix(4), f.dir + "/fetch");
+  EXPECT_TRUE(at::equal(v4.params.at(f.policy->params().begin()->first), ours));
+  EXPECT_EQ(successor.publish(5, *f.policy, d), 5u);
+}
+
 // Versions 0, 1, 2 through an in-memory handoff that keeps 2: the oldest is gone, the others
 // hold the policy as it was when put (later updates do not reach them), and versions must rise.
 TEST(AsyncWeights, InMemoryHandoffKeepsNewestSnapshots) {

@@ -4,6 +4,7 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -181,6 +182,54 @@ void install_fast_generate() {
                           }});
 }
 
+// Captures one decode step into a CUDA graph on a side stream after one eager warm-up there
+// (idempotent: same inputs); the graph's output logits land in `logits`. Null when capture
+// fails (e.g. out of memory at real sizes): the capture is ended and the error cleared so
+// the caller can decode eagerly on its own stream.
+std::unique_ptr<at::cuda::CUDAGraph> capture_decode(DecodeStep& step, at::Tensor& logits) {
+  c10::cuda::device_synchronize();
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  c10::cuda::CUDAStreamGuard sg(side);
+  auto g = std::make_unique<at::cuda::CUDAGraph>();
+  bool capturing = false;
+  try {
+    step.run();
+    side.synchronize();
+    // The graph allocates from a private pool, which cannot reuse blocks the prefill left in
+    // the general cache: hand those back to the device first.
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    // Thread-local capture: other threads of this process (the trainer, other in-process
+    // workers) keep making synchronous CUDA calls while this one captures; the default global
+    // mode makes those calls fail and invalidates the capture.
+    g->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    capturing = true;
+    logits = step.run();
+    capturing = false;
+    g->capture_end();
+    side.synchronize();
+    c10::cuda::device_synchronize();
+    return g;
+  } catch (const std::exception& e) {
+    MOERL_LOG(WARN) << "fast_generate: CUDA graph capture failed, decoding eagerly: " << e.what();
+  }
+  if (capturing) {  // a step threw mid-capture: end it, or every later call on this thread fails
+    try {
+      g->capture_end();
+    } catch (const std::exception&) {
+    }
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(side.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      if (cudaStreamEndCapture(side.stream(), &partial) == cudaSuccess && partial != nullptr) cudaGraphDestroy(partial);
+    }
+  }
+  (void)cudaGetLastError();  // the capture's sticky error, not a device fault
+  logits = at::Tensor();
+  g.reset();
+  c10::cuda::device_synchronize();
+  return nullptr;
+}
+
 std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<int64_t>>& prompts,
                                       const GenerateConfig& config, bool use_graph, FastGenerateStats* stats) {
   FastGenerateStats local;
@@ -238,28 +287,8 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
     if (config.cancel && config.cancel()) throw GenerationCancelled(t);  // host-side: no device sync
     if (t > 0) {
       if (use_graph && !graph && t == 1) {
-        // Capture on a side stream after one eager warm-up there (idempotent: same inputs).
-        c10::cuda::device_synchronize();
-        try {
-          c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-          c10::cuda::CUDAStreamGuard sg(side);
-          step.run();
-          side.synchronize();
-          auto g = std::make_unique<at::cuda::CUDAGraph>();
-          // Thread-local capture: other threads of this process (the trainer, other
-          // in-process workers) keep making synchronous CUDA calls while this one captures;
-          // the default global mode makes those calls fail and invalidates the capture.
-          g->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-          graph_logits = step.run();
-          g->capture_end();
-          side.synchronize();
-          graph = std::move(g);
-        } catch (const std::exception& e) {
-          MOERL_LOG(WARN) << "fast_generate: CUDA graph capture failed, decoding eagerly: " << e.what();
-          graph.reset();
-          use_graph = false;
-        }
-        c10::cuda::device_synchronize();
+        graph = capture_decode(step, graph_logits);
+        use_graph = graph != nullptr;
       }
       if (graph) {
         graph->replay();
