@@ -98,10 +98,11 @@ Model::Model(io::HfConfig cfg, Params params, ModelOptions options)
 void Model::pack_moe_experts() {
   std::map<const c10::TensorImpl*, std::string> name_of;
   for (const auto& [name, t] : params_) name_of[t.unsafeGetTensorImpl()] = name;
+  Params all = state();  // kept in step with params_, so no old expert outlives its layer's swap
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     std::vector<ExpertWeights> experts;
     {
-      LayerWeights w = arch_->bind_layer(cfg_, experts_, state(), i);
+      LayerWeights w = arch_->bind_layer(cfg_, experts_, all, i);
       if (!w.is_moe || packed_view(w.moe.experts).w13_E2IH.defined()) continue;  // packed already: shared
       experts = std::move(w.moe.experts);
     }
@@ -113,7 +114,7 @@ void Model::pack_moe_experts() {
       for (const auto& [old_t, view] : swaps) {
         auto it = name_of.find(old_t->unsafeGetTensorImpl());
         MOERL_CHECK(it != name_of.end()) << "layer " << i << " expert " << e << " is not a model parameter";
-        params_[it->second] = view->detach().set_requires_grad(true);
+        params_[it->second] = all[it->second] = view->detach().set_requires_grad(true);
       }
     }
     // `experts` (the old tensors) is released here: one layer's experts are held twice at most.

@@ -54,8 +54,8 @@ struct StagedWeights {
 // is reused (a restarted trainer's lost versions are never published twice with other
 // weights). Through the store a version is first claimed with a conditional create
 // (kClaimName), so a frozen predecessor that wakes mid-publication and the trainer that
-// replaced it never write the same prefix. With a WeightHandoff (every worker a thread of this process) a version
-// travels in memory; without one, through the store.
+// replaced it never write the same prefix. With a WeightHandoff (every worker a thread of
+// this process) a version travels in memory; without one, through the store.
 //
 //   VersionPublisher pub(*store, *registry, handoff, scratch, {.keep = 3, .every = 1});
 //   state.policy_version = pub.publish(state.policy_version, policy, deadline);  // after a step

@@ -4,7 +4,6 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/InferenceMode.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -14,7 +13,6 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "model/common/expert_pack.h"
 #include "model/common/layers.h"
 #include "model/common/mla_attention.h"
 #include "model/common/moe.h"
@@ -34,12 +32,8 @@ class DecodeStep {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       layers_.push_back(m.arch().bind_layer(c, m.experts(), m.state(), i));
       const LayerWeights& w = layers_.back();
-      // The model holds its experts packed: the graph reads that storage (a stacked copy
-      // only for experts that are not packed, e.g. a model built some other way).
-      PackedExperts p = w.is_moe ? packed_view(w.moe.experts) : PackedExperts{};
-      if (w.is_moe && p.w13_E2IH.defined()) stacked_.emplace_back(p.w13_E2IH, p.w2_EHI);
-      else if (w.is_moe) stacked_.push_back(stack_experts(w.moe.experts));
-      else stacked_.emplace_back();
+      // The model's packed experts in place (InferenceMode: no grad), as the MoE hook reads them.
+      stacked_.push_back(w.is_moe ? expert_stacks(w.moe.experts) : std::pair<at::Tensor, at::Tensor>{});
       if (w.attention == AttentionKind::kMla) {
         qkv_w_.emplace_back();
         qkv_b_.emplace_back();
@@ -195,9 +189,6 @@ std::unique_ptr<at::cuda::CUDAGraph> capture_decode(DecodeStep& step, at::Tensor
   try {
     step.run();
     side.synchronize();
-    // The graph allocates from a private pool, which cannot reuse blocks the prefill left in
-    // the general cache: hand those back to the device first.
-    c10::cuda::CUDACachingAllocator::emptyCache();
     // Thread-local capture: other threads of this process (the trainer, other in-process
     // workers) keep making synchronous CUDA calls while this one captures; the default global
     // mode makes those calls fail and invalidates the capture.

@@ -145,7 +145,7 @@ at::Tensor grouped_experts(const at::Tensor& x_NH, const at::Tensor& topk_idx_NK
       w13_E2IH.size(1) != 2 * w2_EHI.size(2)) {
     throw Error("model/cuda: expert weights do not match: w13 [E,2I,H] and w2 [E,H,I] with H=" +
                     std::to_string(x_NH.size(1)),
-                "stack gate;up into w13 and down into w2 (stack_experts)");
+                "stack gate;up into w13 and down into w2 (expert_stacks)");
   }
   if (x_NH.size(0) == 0) return at::zeros_like(x_NH);
   ExpertSort s = sort_by_expert(topk_idx_NK, E);
@@ -166,6 +166,8 @@ MoeOutput moe_block(const MoeBlockWeights& w, const at::Tensor& x_TH, const Rout
   return o;
 }
 
+namespace {
+
 std::pair<at::Tensor, at::Tensor> stack_experts(const std::vector<ExpertWeights>& experts) {
   std::vector<at::Tensor> gates, ups, downs;
   for (const auto& e : experts) {
@@ -175,8 +177,6 @@ std::pair<at::Tensor, at::Tensor> stack_experts(const std::vector<ExpertWeights>
   }
   return {at::cat({at::stack(gates), at::stack(ups)}, 1), at::stack(downs)};
 }
-
-namespace {
 
 // Inference-only cache of stacked weights, keyed by the tensors and their version counters
 // (an in-place weight update, e.g. load_weights, bumps the version and restacks).
@@ -191,7 +191,9 @@ std::vector<StackCache>& caches() {
   return c;
 }
 
-std::pair<at::Tensor, at::Tensor> stacked(const std::vector<ExpertWeights>& experts) {
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> expert_stacks(const std::vector<ExpertWeights>& experts) {
   if (at::GradMode::is_enabled()) return stack_experts(experts);  // grads reach the per-expert leaves
   if (PackedExperts p = packed_view(experts); p.w13_E2IH.defined()) return {p.w13_E2IH, p.w2_EHI};
   std::vector<const void*> ptrs;
@@ -210,10 +212,12 @@ std::pair<at::Tensor, at::Tensor> stacked(const std::vector<ExpertWeights>& expe
   return {w13, w2};
 }
 
+namespace {
+
 at::Tensor cuda_local_experts(const std::vector<ExpertWeights>& experts, const at::Tensor& x_NH,
                               const at::Tensor& topk_idx_NK, const at::Tensor& topk_weight_NK) {
   if (!x_NH.is_cuda() || x_NH.scalar_type() != at::kBFloat16 || experts.empty()) return at::Tensor();
-  auto [w13, w2] = stacked(experts);
+  auto [w13, w2] = expert_stacks(experts);
   return grouped_experts(x_NH, topk_idx_NK, topk_weight_NK, w13, w2).to(x_NH.scalar_type());
 }
 

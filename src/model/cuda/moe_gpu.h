@@ -8,7 +8,7 @@
 //   o.y_TH.sum().backward();
 //
 // Legend: T tokens, H hidden, I expert intermediate, E experts, K top-k, M = T*K rows.
-// Thread-safety: as at:: ops (the weight-stack cache in the hook is not thread-safe).
+// Thread-safety: as at:: ops (expert_stacks' cache is not thread-safe).
 // Failure: non-CUDA inputs or shape mismatches throw moerl::Error.
 #pragma once
 
@@ -49,8 +49,11 @@ struct MoeBlockWeights {
 // reaches grouped_experts through the install_cuda_experts hook and adds the shared expert.
 MoeOutput moe_block(const MoeBlockWeights& w, const at::Tensor& x_TH, const RouterConfig& cfg);
 
-// Stacks per-expert weights into (w13, w2).
-std::pair<at::Tensor, at::Tensor> stack_experts(const std::vector<ExpertWeights>& experts);
+// The (w13, w2) grouped_experts reads for one layer's experts: in grad mode a differentiable
+// stack (gradients reach the per-expert leaves); otherwise the packed tensors when the
+// experts are held packed (model/common/expert_pack.h), else a stacked copy cached by tensor
+// and version (an in-place update restacks).
+std::pair<at::Tensor, at::Tensor> expert_stacks(const std::vector<ExpertWeights>& experts);
 
 // Registers grouped_experts as model::run_local_experts' path for CUDA bf16 inputs.
 void install_cuda_experts();
