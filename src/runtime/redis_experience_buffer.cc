@@ -66,8 +66,7 @@ void RedisExperienceBuffer::put(const ExperienceRecord& record, Deadline deadlin
   ++stats_.put;
 }
 
-std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline deadline) {
-  std::vector<ExperienceRecord> out;
+void RedisExperienceBuffer::take_into(size_t n, Deadline deadline, std::vector<ExperienceRecord>& out) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     while (!ungot_.empty() && out.size() < n) {
@@ -144,6 +143,18 @@ std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline dea
     // what was consumed; the PEL only bridges a lost reply, so entries are acked at once.
     if (ack.size() > 3) reader_.command_ok(ack, deadline);
     if (deadline.expired()) break;
+  }
+}
+
+std::vector<ExperienceRecord> RedisExperienceBuffer::take(size_t n, Deadline deadline) {
+  std::vector<ExperienceRecord> out;
+  try {
+    take_into(n, deadline, out);
+  } catch (...) {
+    // Read (the group and our cursor are past them) but not handed out: a failed XACK or a
+    // later read must not lose them. The next take() returns them first.
+    unget(std::move(out));
+    throw;
   }
   return out;
 }

@@ -109,6 +109,9 @@ class RedisExperienceBuffer : public ExperienceBuffer {
   // XGROUP CREATE <group> at `id` (MKSTREAM); false when it already exists (BUSYGROUP).
   bool create_group(const std::string& group, const std::string& id, Deadline deadline);
   std::string group() const;  // group_, read under mu_
+  // take()'s reads: appends to `out` as it goes, so take() can hand back what was read when
+  // a later call throws.
+  void take_into(size_t n, Deadline deadline, std::vector<ExperienceRecord>& out);
   // XGROUP DESTROY every trainer group but ours (earlier lives').
   void remove_other_groups(Deadline deadline);
   // Judges one entry read by take() (mu_ held): the decoded record, or nullopt when it is

@@ -105,6 +105,23 @@ TEST_F(RedisQueueTest, RestartedWorkerTakesBackOwnPendingFirst) {
   EXPECT_TRUE(q.ack(l[0], soon()));
 }
 
+// The trainer reads records and Redis goes away before the XACK (the AsyncChaos flake: eight
+// tasks read in the take() that hit the kill were never trained). The records must come
+// back from the next take(), once, in order. The failing XACK is staged with an ACL rule.
+TEST_F(RedisQueueTest, RecordsReadWhenTheAckFailsAreNotLost) {
+  RedisExperienceBuffer buf(parse_redis_url(url_), "ackfail");
+  for (uint64_t c = 0; c < 3; ++c) buf.put(record_for(make_task("t" + std::to_string(c), c), "w", 1), soon());
+  RedisClient admin(parse_redis_url(url_));
+  admin.command_ok({"ACL", "SETUSER", "default", "-xack"}, soon());
+  EXPECT_THROW(buf.take(3, soon()), Error);
+  admin.command_ok({"ACL", "SETUSER", "default", "+xack"}, soon());
+  std::vector<ExperienceRecord> got = buf.take(3, soon());
+  ASSERT_EQ(got.size(), 3u);
+  for (uint64_t c = 0; c < 3; ++c) EXPECT_EQ(got[c].task_id, "t" + std::to_string(c));
+  EXPECT_TRUE(buf.take(3, Deadline::after_seconds(0.3)).empty());
+  EXPECT_EQ(buf.stats().taken, 3);
+}
+
 // kill -9 the server mid-run and restart it on the same AOF dir: workers and the trainer
 // reconnect with backoff and every task is trained exactly once.
 TEST_F(RedisQueueTest, RedisCrashMidRunLosesNothing) {
