@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "tasks/math_extract.h"
+#include "tasks/math_normalize.h"
 
 namespace moerl::tasks {
 
@@ -47,7 +49,9 @@ class JsonlTask : public Task {
   }
 
   double reward(const TaskItem& item, std::string_view completion) const override {
-    return verify(o_.verifier, completion, item.answer,
+    std::optional<std::string_view> judged = judged_text(item.prompt, completion, o_.think);
+    if (!judged) return 0.0;  // NOTE: a broken reasoning block is not "well-formed": no format_reward
+    return verify(o_.verifier, *judged, item.answer,
                   VerifierOptions{.tolerance = o_.tolerance, .format_reward = o_.common.format_reward});
   }
 
@@ -61,8 +65,9 @@ class JsonlTask : public Task {
   TaskLimits limits_;
 };
 
-[[noreturn]] void line_error(const std::string& file, size_t line, const std::string& what) {
-  throw Error("task jsonl: " + file + ":" + std::to_string(line) + ": " + what, kLineHint);
+[[noreturn]] void line_error(const std::string& file, size_t line, const std::string& what,
+                             const char* hint = kLineHint) {
+  throw Error("task jsonl: " + file + ":" + std::to_string(line) + ": " + what, hint);
 }
 
 TaskItem parse_line(const std::string& file, size_t line_no, const std::string& line,
@@ -93,6 +98,15 @@ TaskItem parse_line(const std::string& file, size_t line_no, const std::string& 
   }
   if (verifier == VerifierKind::kNumeric && !parse_number(it.answer)) {
     line_error(file, line_no, "\"answer\" = \"" + it.answer + "\" is not a number (verifier = \"numeric\")");
+  }
+  if (verifier == VerifierKind::kMath) {
+    std::optional<std::string> ref = math_reference_answer(it.answer);
+    if (!ref || normalize_math_answer(*ref).empty()) {
+      line_error(file, line_no, "\"answer\" = \"" + it.answer.substr(0, 200) +
+                                    "\" yields no final answer after extraction and normalisation (verifier = \"math\")",
+                 "write the final answer itself (\"72\", \"\\\\frac{1}{2}\"), or a solution ending in "
+                 "\"#### 72\" or holding a closed \\\\boxed{...} (docs/formats/tasks_jsonl.md)");
+    }
   }
   auto id = j.find("id");
   if (id != j.end()) {
@@ -142,9 +156,13 @@ std::unique_ptr<Task> load_jsonl_task(const JsonlTaskOptions& o) {
 std::unique_ptr<Task> make_jsonl_task(ConfigTable& t, const TaskCommon& common) {
   JsonlTaskOptions o;
   o.file = t.required_string("file");
-  o.verifier = t.choice("verifier", "exact", {"exact", "numeric"}) == "numeric" ? VerifierKind::kNumeric
-                                                                                  : VerifierKind::kExact;
+  std::string verifier = t.choice("verifier", "exact", {"exact", "numeric", "math"});
+  o.verifier = verifier == "math" ? VerifierKind::kMath
+               : verifier == "numeric" ? VerifierKind::kNumeric
+                                       : VerifierKind::kExact;
   o.tolerance = t.number("tolerance", o.tolerance, {.min = 0, .max = 1e6});
+  std::string think = t.choice("think", "off", {"off", "optional", "required"});
+  o.think = think == "required" ? ThinkMode::kRequired : think == "optional" ? ThinkMode::kOptional : ThinkMode::kOff;
   o.common = common;
   return load_jsonl_task(o);
 }
