@@ -134,6 +134,73 @@ TEST_F(JsonlTest, MalformedLinesNameFileLineAndProblem) {
   EXPECT_NE(e.find("has no training lines"), std::string::npos) << e;
 }
 
+TEST_F(JsonlTest, MathVerifierWithNumberAndSolutionAnswers) {
+  std::string f = write("math.jsonl",
+                        "{\"prompt\": \"clips?\", \"answer\": \"48/2 = 24\\n48+24 = 72\\n#### 72\"}\n"
+                        "{\"prompt\": \"eggs?\", \"answer\": 18}\n"
+                        "{\"prompt\": \"half?\", \"answer\": \"\\\\frac{1}{2}\"}\n");
+  auto task = load_jsonl_task({.file = f, .verifier = VerifierKind::kMath,
+                               .common = {.held_out_fraction = 0, .format_reward = 0.2}});
+  TaskItem clips{"c", "clips?", "48/2 = 24\n48+24 = 72\n#### 72"};
+  EXPECT_EQ(task->reward(clips, "She sold 72 in all.\n#### 72"), 1.0);
+  EXPECT_EQ(task->reward(clips, "The answer is $\\boxed{72}$."), 1.0);
+  EXPECT_EQ(task->reward(clips, "\\boxed{71}"), 0.2);
+  EXPECT_EQ(task->reward(clips, "72"), 0.0);  // no final-answer marker
+  EXPECT_EQ(task->reward(clips, clips.answer), 1.0);  // a full-solution reference scores itself
+  TaskItem eggs = task->item(Split::kTrain, 0);
+  for (uint64_t i = 0; i < 3; ++i) {
+    if (task->item(Split::kTrain, i).prompt == "eggs?") eggs = task->item(Split::kTrain, i);
+  }
+  EXPECT_EQ(eggs.answer, "18");  // a JSON number keeps its JSON text
+  EXPECT_EQ(task->reward(eggs, "so \\boxed{18.0}"), 1.0);
+  TaskItem half{"h", "half?", "\\frac{1}{2}"};
+  EXPECT_EQ(task->reward(half, "\\boxed{0.5}"), 1.0);
+
+  for (const char* bad : {"\"#### \"", "\"$ $\"", "\"\\\\boxed{}\"", "\"\\\\boxed{3\""}) {
+    std::string e = load_error("{\"prompt\": \"a\", \"answer\": 4}\n{\"prompt\": \"b\", \"answer\": " +
+                                   std::string(bad) + "}\n",
+                               VerifierKind::kMath);
+    EXPECT_NE(e.find("bad.jsonl:2: \"answer\""), std::string::npos) << e;
+    EXPECT_NE(e.find("yields no final answer"), std::string::npos) << e;
+  }
+}
+
+TEST_F(JsonlTest, ThinkOptionAppliesToEveryVerifier) {
+  std::string f = numbers_file(50);
+  auto parse = [&](const std::string& verifier, const std::string& think) {
+    ConfigDoc doc = ConfigDoc::parse("[task]\nname = \"jsonl\"\nfile = \"" + f + "\"\nverifier = \"" + verifier +
+                                         "\"\nthink = \"" + think + "\"\nformat_reward = 0.1\nheld_out_fraction = 0\n",
+                                     "job.toml");
+    ConfigTable t = doc.root().table("task");
+    std::unique_ptr<Task> task = make_task(t);
+    t.done();
+    return task;
+  };
+  TaskItem it{"i", "2*2=", "4"};
+  auto exact_required = parse("exact", "required");
+  EXPECT_EQ(exact_required->reward(it, "<think>2 twos</think>\n4"), 1.0);
+  EXPECT_EQ(exact_required->reward(it, "4"), 0.0);
+  auto numeric_required = parse("numeric", "required");
+  EXPECT_EQ(numeric_required->reward(it, "<think>x</think> 4.0"), 1.0);
+  EXPECT_EQ(numeric_required->reward(it, "<think>x</think> 5"), 0.1);
+  EXPECT_EQ(numeric_required->reward(it, "<think>x 5"), 0.0);  // broken format: no format_reward
+  auto math_required = parse("math", "required");
+  EXPECT_EQ(math_required->reward(it, "<think>maybe \\boxed{5}</think>\\boxed{4}"), 1.0);
+  EXPECT_EQ(math_required->reward(it, "<think>surely \\boxed{4}</think>\\boxed{5}"), 0.1);
+  EXPECT_EQ(math_required->reward(it, "<think>\\boxed{4}</think>"), 0.0);  // the answer is judged after </think>
+  EXPECT_EQ(math_required->reward(it, "\\boxed{4}"), 0.0);
+  auto math_optional = parse("math", "optional");
+  EXPECT_EQ(math_optional->reward(it, "\\boxed{4}"), 1.0);
+  EXPECT_EQ(math_optional->reward(it, "<think>\\boxed{4}"), 0.0);
+  TaskItem templated{"t", "2*2=<think>\n", "4"};  // the chat template opened the block
+  EXPECT_EQ(math_optional->reward(templated, "two twos</think>\\boxed{4}"), 1.0);
+  auto math_off = parse("math", "off");
+  EXPECT_EQ(math_off->reward(it, "<think>\\boxed{5}"), 0.1);
+  ConfigDoc doc = ConfigDoc::parse("[task]\nname = \"jsonl\"\nfile = \"" + f + "\"\nthink = \"yes\"\n", "job.toml");
+  ConfigTable t = doc.root().table("task");
+  EXPECT_THROW(make_task(t), Error);
+}
+
 TEST_F(JsonlTest, MissingFileAndConfig) {
   try {
     load_jsonl_task({.file = (dir_ / "absent.jsonl").string()});
