@@ -1,4 +1,4 @@
-// JSONL task: loading, split, seeded order, exact/numeric verifiers, and errors that name
+// JSONL task: loading, split, seeded order, exact/numeric/math verifiers, the think option,
 // the file, the line and what is wrong.
 #include "tasks/jsonl_task.h"
 
