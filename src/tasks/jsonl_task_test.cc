@@ -1,5 +1,5 @@
 // JSONL task: loading, split, seeded order, exact/numeric/math verifiers, the think option,
-// the file, the line and what is wrong.
+// and errors that name the file, the line and what is wrong.
 #include "tasks/jsonl_task.h"
 
 #include <unistd.h>
