@@ -5,6 +5,7 @@
 #include "tasks/math_equal.h"
 #include "tasks/math_extract.h"
 #include "tasks/math_normalize.h"
+#include "tasks/task.h"
 #include "tasks/verifiers.h"
 
 namespace moerl::tasks {
@@ -165,6 +166,25 @@ TEST(MathEqual, NumbersAndStructure) {
   EXPECT_FALSE(math_equal("(1)+(2)", "(1)", 1e-6));
   EXPECT_FALSE(math_equal("", "", 1e-6));
   EXPECT_TRUE(math_equal("(1,(2,3))", "(1,(2,3.0))", 1e-6));
+}
+
+// Random fragments of LaTeX (unbalanced braces, dangling commands): no crash, no hang,
+// rewards in {0, format_reward, 1}, and every answer equals itself.
+TEST(MathVerifier, RandomFragmentsAreSafe) {
+  const char* pieces[] = {"\\boxed", "\\fbox", "{", "}", "\\frac", "\\sqrt", "[", "]", "(", ")", ",", "1",
+                          "23", ".", "-", "/", "$", "\\$", "\\text", "\\left", " ", "x", "=", "%", "^\\circ",
+                          "####", "\n", "the answer is ", "cm", "\\", "\xE2\x88"};
+  constexpr uint64_t kNumPieces = sizeof(pieces) / sizeof(pieces[0]);
+  VerifierOptions o{.tolerance = 1e-6, .format_reward = kWrong};
+  for (uint64_t trial = 0; trial < 3000; ++trial) {
+    Rng rng{trial};
+    std::string text;
+    for (uint64_t k = 0, n = 1 + rng.below(14); k < n; ++k) text += pieces[rng.below(kNumPieces)];
+    double r = verify(VerifierKind::kMath, text, "12", o);
+    EXPECT_TRUE(r == kRight || r == kWrong || r == kNone) << text;
+    std::string norm = normalize_math_answer(text);
+    if (!norm.empty()) EXPECT_TRUE(math_equal(norm, norm, 1e-6)) << text;
+  }
 }
 
 }  // namespace
