@@ -18,7 +18,8 @@
 //     do not match, since accepting both scales would also accept answers 100x off.
 //   - trailing periods; a leading single-variable assignment (`x =`, `k=`, `x_1 =`,
 //     `\theta =`) when the answer holds only that one `=`
-//   - units: words (2+ letters, optional `^2`/`^3`) after a number and a space are dropped
+//   - units: words (2+ letters, optional `^2`/`^3`) after a value that ends in a digit or a
+//     closing bracket, and a space, are dropped
 //     (`5 cm`, `12 dollars`, `5 \text{ inches}`, `30 degrees`); `2x` keeps its `x`
 //   - all whitespace removed; `1,000,000` -> `1000000` only when the whole answer is one
 //     correctly grouped number (`(1,2)` and `1,2` stay lists)
