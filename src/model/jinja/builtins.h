@@ -53,7 +53,10 @@ class Params {
   std::vector<Value> values_;
 };
 
-// str methods shared with the filters (methods.cc). Case changes are ASCII only and throw
+// str methods (str_methods.cc); the case helpers are shared with the filters.
+Value str_method(const std::string& s, const std::string& name, CallArgs& args);
+bool is_str_method(const std::string& name);
+// Case changes are ASCII only and throw
 // TypeError on other letters rather than render them unchanged.
 std::string py_upper(const std::string& s);
 std::string py_lower(const std::string& s);

@@ -97,6 +97,7 @@ class Renderer {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      frames_.back().clear();  // NOTE: jinja2 starts each iteration from the outer values
       bind_targets(s.targets, items[i], s.pos);
       Dict loop;
       loop.set(Value("index"), Value(i + 1));

@@ -281,7 +281,8 @@ ExprPtr ExprParser::parse_postfix(ExprPtr e) {
       const Pos pos = ts_.next().pos;
       e = parse_subscript(std::move(e), pos);
     } else if (ts_.is_op("(")) {
-      auto c = make(ExprKind::kCall, ts_.next().pos);
+      ts_.next();
+      auto c = make(ExprKind::kCall, e->pos);  // errors point at the callee
       c->args.push_back(std::move(e));
       parse_call_args(*c);
       e = std::move(c);
@@ -354,7 +355,8 @@ ExprPtr ExprParser::parse_filter_expr(ExprPtr e) {
       }
       e = std::move(t);
     } else if (ts_.is_op("(")) {
-      auto c = make(ExprKind::kCall, ts_.next().pos);
+      ts_.next();
+      auto c = make(ExprKind::kCall, e->pos);  // errors point at the callee
       c->args.push_back(std::move(e));
       parse_call_args(*c);
       e = std::move(c);

@@ -2,6 +2,8 @@
 // transformers' tojson (json.dumps, ensure_ascii=False, optional indent).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "model/jinja/builtins.h"
@@ -222,19 +224,17 @@ Value f_round(const Value& v, CallArgs& a) {
   Params p("round", a, {"precision", "method"});
   if (!v.is_number()) throw TypeError("round(): needs a number, not " + v.type_name());
   const std::string method = p.get_str(1, "common");
-  const double scale = std::pow(10.0, static_cast<double>(p.get_int(0, 0)));
-  const double x = v.as_double() * scale;
-  double r;
-  if (method == "common") {
-    r = std::round(x);  // jinja's "common": half away from zero
-  } else if (method == "floor") {
-    r = std::floor(x);
-  } else if (method == "ceil") {
-    r = std::ceil(x);
-  } else {
-    throw TypeError("round(): method must be 'common', 'ceil' or 'floor'");
+  const int64_t precision = p.get_int(0, 0);
+  if (precision < 0 || precision > 15) throw TypeError("round(): precision must be 0..15");
+  if (method == "common") {  // Python's round(): the correctly rounded decimal, ties to even
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), v.as_double());
+    return Value(std::strtod(buf, nullptr));
   }
-  return Value(r / scale);
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  if (method == "floor") return Value(std::floor(v.as_double() * scale) / scale);
+  if (method == "ceil") return Value(std::ceil(v.as_double() * scale) / scale);
+  throw TypeError("round(): method must be 'common', 'ceil' or 'floor'");
 }
 
 Value f_escape(const Value& v, CallArgs& a) {
