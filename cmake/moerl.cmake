@@ -3,6 +3,8 @@
 #   moerl_library(io SOURCES a.cc b.cc DEPS moerl_base)  -> static library moerl_io
 #   moerl_tests(io DEPS moerl_io)                        -> test binary moerl_io_tests from
 #                                                           every src/io/*_test.cc, one ctest
+#   moerl_tests(jinja DIR model/jinja ...)               -> tests of a sub-folder (DIR), which the
+#   moerl_tests(model EXCLUDE model/jinja ...)              parent part then EXCLUDEs
 # A part's tests live beside its code as *_test.cc; adding a test file needs no CMake edit.
 
 set(MOERL_SRC ${PROJECT_SOURCE_DIR}/src)
@@ -36,11 +38,17 @@ function(moerl_use_torch target)
 endfunction()
 
 function(moerl_tests part)
-  cmake_parse_arguments(A "TORCH" "TIMEOUT" "DEPS;EXTRA_SOURCES" ${ARGN})
+  cmake_parse_arguments(A "TORCH" "TIMEOUT;DIR;EXCLUDE" "DEPS;EXTRA_SOURCES" ${ARGN})
   if(NOT MOERL_TESTS)
     return()
   endif()
-  file(GLOB srcs CONFIGURE_DEPENDS ${MOERL_SRC}/${part}/*_test.cc ${MOERL_SRC}/${part}/*/*_test.cc)
+  if(NOT A_DIR)
+    set(A_DIR ${part})
+  endif()
+  file(GLOB srcs CONFIGURE_DEPENDS ${MOERL_SRC}/${A_DIR}/*_test.cc ${MOERL_SRC}/${A_DIR}/*/*_test.cc)
+  if(A_EXCLUDE)
+    list(FILTER srcs EXCLUDE REGEX "^${MOERL_SRC}/${A_EXCLUDE}/")
+  endif()
   if(NOT srcs)
     return()
   endif()

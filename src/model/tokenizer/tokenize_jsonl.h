@@ -11,7 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "model/tokenizer.h"
 
@@ -22,5 +25,11 @@ enum class TokenizeDirection { kEncode, kDecode };
 // Returns the number of lines converted.
 int64_t tokenize_jsonl(const Tokenizer& tok, const std::string& input, const std::string& output,
                        TokenizeDirection direction);
+
+// The loop behind tokenize_jsonl and chat_jsonl: each line of `input`, which must be one JSON
+// object (else a moerl::Error naming "FILE line N" with `hint`), becomes the line fn(object,
+// "FILE line N") returns (no newline); `output` is written all or nothing.
+int64_t map_jsonl_objects(const std::string& input, const std::string& output, const std::string& hint,
+                          const std::function<std::string(const nlohmann::ordered_json&, const std::string&)>& fn);
 
 }  // namespace moerl::model
