@@ -66,6 +66,8 @@ TEST(JinjaBehaviour, FiltersAndMethods) {
             "['a', 'b', 'c'] ['a', 'b,c'] ['a,b', 'c'] ['x', 'y']");
   EXPECT_EQ(render("{{ 'héllo'.find('l') }} {{ 'banana'.count('an') }} {{ '-'.join(['a', 'b']) }} {{ 'xxaxx'.strip('x') }} {{ 'héllo' | length }} {{ 'héllo'[1] }}"),
             "2 2 a-b a 5 é");
+  EXPECT_EQ(render("{{ d.items() }} {{ d.keys() }} {{ d.values() | list }}", {{"d", {{"a", 1}}}}),
+            "dict_items([('a', 1)]) dict_keys(['a']) [1]");
   EXPECT_EQ(render("{{ [1, 2, 2].count(2) }} {{ [1, 2].index(2) }} {{ {'a': 1}.get('b') }} {{ 'ab'.upper() }}"), "2 1 None AB");
   EXPECT_EQ(render("{{ xs[-1] }} {{ xs[5] is defined }} {{ xs[1:-1] }} {{ xs[::2] }} {{ 'abc'[-2:] }}", {{"xs", {1, 2, 3, 4}}}),
             "4 False [2, 3] [1, 3] bc");

@@ -71,6 +71,7 @@ TEST(JinjaErrors, RuntimeErrorsNameTheLine) {
   expect_error("{% for a, b in [1, 2] %}{% endfor %}", "cannot unpack");
   expect_error("{% for x in 5 %}{% endfor %}", "'int' object is not iterable");
   expect_error("{{ {'a': missing} | tojson }}", "not JSON serializable");
+  expect_error("{% set ns = namespace(a=1) %}{{ ns | tojson }}", "Object of type Namespace is not JSON serializable");
   expect_error("{{ 'Élan' | upper }}", "upper() of non-ASCII text is not supported");
   expect_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", "macro 'm' takes not more than 1 argument(s)");
   expect_error("{{ 'x'.split('') }}", "empty separator");

@@ -149,7 +149,9 @@ Value f_title(const Value& v, CallArgs& a) {  // jinja2: capitalise after runs o
 Value f_items(const Value& v, CallArgs& a) {
   if (v.is_undefined()) return Value::list({});
   if (!v.is_dict()) throw TypeError("items(): can only get item pairs from a mapping, not " + v.type_name());
-  return get_attr(v, "items").as_callable().fn(a);
+  Value items = get_attr(v, "items").as_callable().fn(a);
+  items.as_list().view = nullptr;  // jinja2's items filter yields pairs, not a dict view
+  return items;
 }
 
 Value f_list(const Value& v, CallArgs& a) {

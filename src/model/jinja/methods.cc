@@ -35,7 +35,9 @@ Value dict_method(const Value& obj, const std::string& name, CallArgs& a) {
   for (const auto& [k, v] : d.items) {
     out.push_back(name == "keys" ? k : name == "values" ? v : Value::list({k, v}, true));
   }
-  return Value::list(std::move(out));
+  Value view = Value::list(std::move(out));
+  view.as_list().view = name == "keys" ? "dict_keys" : name == "values" ? "dict_values" : "dict_items";
+  return view;
 }
 
 Value list_method(const Value& obj, const std::string& name, CallArgs& a) {

@@ -150,7 +150,7 @@ std::string format_float(double v) {
   }
   out += digits.substr(0, 1);
   if (digits.size() > 1) out += "." + digits.substr(1);
-  char ebuf[8];
+  char ebuf[16];
   std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
   return out + ebuf;
 }

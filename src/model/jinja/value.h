@@ -30,6 +30,7 @@ struct None {};
 struct List {
   std::vector<Value> items;
   bool is_tuple = false;
+  const char* view = nullptr;  // "dict_items", "dict_keys", "dict_values": how Python prints it
 };
 struct Dict {
   std::vector<std::pair<Value, Value>> items;  // insertion order, unique keys

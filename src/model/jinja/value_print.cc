@@ -88,8 +88,8 @@ void dump_json(const Value& v, int indent, int depth, std::string& out) {
     }
     newline(depth);
     out += "]";
-  } else if (v.is_dict() || v.is_namespace()) {
-    const auto& items = v.is_dict() ? v.as_dict().items : v.as_namespace().attrs.items;
+  } else if (v.is_dict()) {
+    const auto& items = v.as_dict().items;
     if (items.empty()) {
       out += "{}";
       return;
@@ -141,7 +141,8 @@ std::string Value::repr() const {
       out += l.items[i].repr();
     }
     if (l.is_tuple && l.items.size() == 1) out += ",";
-    return out + (l.is_tuple ? ")" : "]");
+    out += l.is_tuple ? ")" : "]";
+    return l.view ? std::string(l.view) + "(" + out + ")" : out;
   }
   if (is_dict() || is_namespace()) {
     const Dict& d = is_dict() ? as_dict() : as_namespace().attrs;

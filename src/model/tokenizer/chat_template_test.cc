@@ -72,7 +72,7 @@ TEST(ChatTemplate, TheTemplatesRaiseExceptionSurfaces) {
     render_chat(info, nlohmann::ordered_json::parse(R"([{"role": "tool", "content": "x"}])"), false, nullptr);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(e.message().find("line 1 col 70: raise_exception: Conversation roles must be user or assistant"), std::string::npos)
+    EXPECT_NE(e.message().find("line 1 col 71: raise_exception: Conversation roles must be user or assistant"), std::string::npos)
         << e.what();
   }
 }
