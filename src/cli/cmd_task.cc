@@ -1,5 +1,7 @@
 // `moerl task`: preview or export a task's items (one JSON object per line, the JSONL task
 // format) and score a completion with its verifier; loading a JSONL task validates the file.
+// When the config's [model] init is a model directory whose tokenizer has a chat template,
+// chat-form prompts are shown rendered, exactly as training feeds them to the policy.
 //
 //   moerl task job.toml --split heldout --count 5
 //   moerl task --set task.name=countdown --count 3 --score "3*5+7"
@@ -11,6 +13,8 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "cli/command.h"
+#include "job/chat_prompts.h"
+#include "model/tokenizer.h"
 #include "tasks/registry.h"
 
 namespace moerl::cli {
@@ -31,9 +35,16 @@ static int run_task(Args& args) {
   }
   ConfigDoc doc = file ? ConfigDoc::load(*file, sets) : ConfigDoc::parse("", "(command line)", sets);
   ConfigTable t = doc.root().table("task");
-  std::unique_ptr<tasks::Task> task = tasks::make_task(t);
+  const job::ChatSection chat = job::read_chat_section(t);
+  std::shared_ptr<const tasks::Task> task = tasks::make_task(t);
   t.string("reward", "verifier");  // owned by the trainer; not used here
   t.done();
+  const std::string init = doc.root().table("model").string("init", "random");
+  std::unique_ptr<model::Tokenizer> tok;
+  if (init != "random") {
+    tok = model::load_tokenizer(init);
+    task = job::task_for_tokenizer(task, chat, *tok, "the tokenizer in " + init);
+  }
 
   tasks::Split split = split_name == "train" ? tasks::Split::kTrain : tasks::Split::kHeldOut;
   tasks::TaskLimits lim = task->limits();
@@ -46,6 +57,7 @@ static int run_task(Args& args) {
     tasks::TaskItem it = task->item(split, static_cast<uint64_t>(first + i));
     nlohmann::ordered_json line = {{"id", it.id}, {"prompt", it.prompt}, {"answer", it.answer}};
     if (!it.demonstration.empty()) line["demonstration"] = it.demonstration;
+    if (!tok && task->needs_chat_template()) line["messages"] = nlohmann::ordered_json::parse(it.chat);
     if (score) line["reward"] = task->reward(it, *score);
     std::cout << line.dump() << "\n";
   }

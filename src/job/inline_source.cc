@@ -48,7 +48,7 @@ StepExperience InlineSource::next_batch() {
     std::vector<runtime::TaskUnit> units;
     for (int64_t i = 0; i < n; ++i) {
       if (i % ctx_.world == ctx_.rank) {  // rank r takes prompts r, r+R, ...; a group stays on one rank
-        units.push_back(rollout::make_task_unit(cfg.task->item(tasks::Split::kTrain, state.cursor), *ctx_.tok,
+        units.push_back(rollout::make_task_unit(ctx_.task->item(tasks::Split::kTrain, state.cursor), *ctx_.tok,
                                                 static_cast<uint32_t>(cfg.loss.group_size), state.cursor));
       }
       ++state.cursor;

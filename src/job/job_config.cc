@@ -58,6 +58,10 @@ RolloutSection read_rollout(ConfigTable t) {
   r.num_workers = t.integer("num_workers", 2, {1, 4096});
   r.dynamic_sampling = t.boolean("dynamic_sampling", false);
   r.max_sampling_rounds = t.integer("max_sampling_rounds", 4, {1, 64});
+  r.gen.stop = t.strings("stop", {});
+  for (const std::string& s : r.gen.stop) {
+    if (s.empty()) throw Error("config: rollout.stop holds an empty string", "an empty stop string would end every answer at once; remove it");
+  }
   t.done();
   return r;
 }
@@ -148,6 +152,7 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   j.rollout.gen.record_routing = j.loss.routing_replay == rl::RoutingReplay::kRollout;
   train::register_model_reward();
   ConfigTable task = root.table("task");
+  j.chat = read_chat_section(task);
   j.task = tasks::make_task(task);
   j.reward = tasks::make_reward_fn(task, j.task);
   task.done();

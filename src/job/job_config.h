@@ -11,12 +11,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/config.h"
 #include "base/dtype.h"
 #include "io/hf_config.h"
+#include "job/chat_prompts.h"
 #include "job/metrics_config.h"
 #include "model/model.h"
 #include "rl/loss_config.h"
@@ -82,6 +84,7 @@ struct JobConfig {
   MetricsSection metrics;  // [metrics]: Prometheus endpoint, TensorBoard (job/metrics_config.h)
   std::shared_ptr<const tasks::Task> task;
   std::shared_ptr<tasks::RewardFn> reward;
+  ChatSection chat;  // [task] chat_template, system_prompt, enable_thinking (job/chat_prompts.h)
   std::string effective_toml;  // the config with overrides applied (written to the run dir)
 
   static JobConfig load(const std::string& path, const std::vector<std::string>& overrides);

@@ -67,3 +67,25 @@ TEST(JobConfigDevice, BadDeviceOrMissingGpuIsAnErrorNamingTheKey) {
 
 }  // namespace
 }  // namespace moerl::job
+
+namespace moerl::job {
+namespace {
+
+JobConfig parse_text(const std::string& text) {
+  return JobConfig::parse(ConfigDoc::parse(text + "\n[task]\nname = \"addition\"\ndigits = 1\n", "stop.toml"));
+}
+
+TEST(JobConfigStop, RolloutStopStringsReachTheRolloutConfig) {
+  EXPECT_TRUE(parse_text("").rollout.gen.stop.empty());
+  JobConfig j = parse_text("[rollout]\nstop = [\"</answer>\", \"\\n\\n\"]");
+  EXPECT_EQ(j.rollout.gen.stop, (std::vector<std::string>{"</answer>", "\n\n"}));
+  try {
+    parse_text("[rollout]\nstop = [\"</answer>\", \"\"]");
+    ADD_FAILURE() << "an empty stop string was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rollout.stop"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace moerl::job

@@ -129,7 +129,7 @@ void QueueSource::start() {
   ctl_ = std::make_unique<runtime::AsyncController>(
       cc, *o_.backends.queue, *o_.backends.buffer,
       [this, G](uint64_t cursor, uint32_t attempt) {
-        runtime::TaskUnit u = rollout::make_task_unit(ctx_.cfg.task->item(tasks::Split::kTrain, cursor), *ctx_.tok,
+        runtime::TaskUnit u = rollout::make_task_unit(ctx_.task->item(tasks::Split::kTrain, cursor), *ctx_.tok,
                                                       G, cursor);
         u.task_id = "c" + std::to_string(cursor);
         u.attempt = attempt;

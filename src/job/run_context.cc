@@ -10,6 +10,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "io/tensor_io.h"
+#include "job/chat_prompts.h"
 #include "job/ep_join.h"
 #include "job/gpu_paths.h"
 #include "job/metrics_endpoint.h"
@@ -43,6 +44,11 @@ std::unique_ptr<model::Tokenizer> make_job_tokenizer(const JobConfig& cfg) {
   return model::load_tokenizer(cfg.model.init);
 }
 
+std::string tokenizer_source(const JobConfig& cfg) {
+  return cfg.model.init == "random" ? "the character tokenizer of model.init = \"random\""
+                                    : "the tokenizer in " + cfg.model.init;
+}
+
 std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir) {
   return cfg.store_uri.empty() ? (fs::path(run_dir) / "store").string() : cfg.store_uri;
 }
@@ -72,6 +78,7 @@ RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::mov
   model::ModelOptions mo = cfg.model.options(/*rollout=*/false);
   mo.ep_group = ep_group;
   tok = make_job_tokenizer(cfg);
+  task = task_for_tokenizer(cfg.task, cfg.chat, *tok, tokenizer_source(cfg));
   if (cfg.model.init == "random") {
     io::HfConfig arch = cfg.model.arch;
     arch.vocab_size = tok->vocab_size();
@@ -153,8 +160,9 @@ rollout::EvalResult RunContext::eval(const char* label) {
                          .max_new_tokens = cfg.rollout.gen.max_new_tokens,
                          .shard = rank,
                          .num_shards = world,
-                         .all_done = lockstep()};
-  rollout::EvalResult e = rollout::evaluate(*policy, *tok, *cfg.task, *cfg.reward, ec);
+                         .all_done = lockstep(),
+                         .stop = cfg.rollout.gen.stop};
+  rollout::EvalResult e = rollout::evaluate(*policy, *tok, *task, *cfg.reward, ec);
   if (dp) {  // every rank scored its shard: sum, then the means over all prompts
     const double n = static_cast<double>(e.num_prompts);
     std::vector<double> s = dp->sum({e.mean_reward * n, e.exact_fraction * n, n, e.seconds});

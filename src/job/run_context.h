@@ -57,6 +57,8 @@ inline constexpr const char* kCheckpointRoot = "ckpt";
 // The tokenizer the job uses ([model] init: "random" -> character tokenizer, else the
 // directory's tokenizer).
 std::unique_ptr<model::Tokenizer> make_job_tokenizer(const JobConfig& cfg);
+// What that tokenizer is, for messages ("the tokenizer in DIR").
+std::string tokenizer_source(const JobConfig& cfg);
 // [store] uri, or <run_dir>/store.
 std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir);
 
@@ -90,6 +92,8 @@ class RunContext {
   const JobConfig& cfg;
   const JobOptions opts;
   std::unique_ptr<model::Tokenizer> tok;
+  // cfg.task as the policy reads it: chat-form items rendered by tok's template (job/chat_prompts.h).
+  std::shared_ptr<const tasks::Task> task;
   std::unique_ptr<model::Model> policy;
   std::unique_ptr<model::Model> reference;  // frozen KL reference (kl_coef > 0), from RL start
   std::unique_ptr<store::ObjectStore> store;

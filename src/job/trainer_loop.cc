@@ -57,7 +57,7 @@ void sft_phase(RunContext& ctx, ExperienceSource& source) {
   Progress progress("sft", t.sft_steps, ctx.progress_options(state.sft_step));
   while (state.sft_step < t.sft_steps) {
     std::vector<runtime::Sample> batch;
-    std::vector<tasks::TaskItem> items = ctx.cfg.task->items(tasks::Split::kTrain, state.cursor, t.sft_batch_size);
+    std::vector<tasks::TaskItem> items = ctx.task->items(tasks::Split::kTrain, state.cursor, t.sft_batch_size);
     for (size_t i = static_cast<size_t>(ctx.rank); i < items.size(); i += static_cast<size_t>(ctx.world)) {
       batch.push_back(sft_sample(*ctx.tok, items[i]));  // rank r takes items r, r+R, ...
     }

@@ -4,8 +4,10 @@
 // value width different from the key width (MLA).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 
+#include "model/common/attention.h"
 #include "model/common/cpu_attention.h"
 
 namespace moerl::model {
@@ -25,7 +27,10 @@ at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   return out.view({B, Hq, T, v.size(3)}).transpose(1, 2);
 }
 
-void compare(at::ScalarType dtype, double tol, int64_t Dv = 8, int64_t Hkv = 2) {
+using Core = std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>;
+
+// `candidate` (default: the fused op) against the eager reference.
+void compare(at::ScalarType dtype, double tol, int64_t Dv = 8, int64_t Hkv = 2, Core candidate = cpu_attention) {
   const int64_t B = 3, Hq = 4, T = 5, S = 7, D = 8;
   at::manual_seed(11);
   auto opts = at::TensorOptions().dtype(dtype);
@@ -42,7 +47,7 @@ void compare(at::ScalarType dtype, double tol, int64_t Dv = 8, int64_t Hkv = 2) 
   auto run = [&](bool fused) {
     at::Tensor qq = q.clone().set_requires_grad(true), kk = k.clone().set_requires_grad(true),
                vv = v.clone().set_requires_grad(true);
-    at::Tensor out = fused ? cpu_attention(qq, kk, vv, allowed, scale) : eager(qq, kk, vv, allowed, scale);
+    at::Tensor out = fused ? candidate(qq, kk, vv, allowed, scale) : eager(qq, kk, vv, allowed, scale);
     out.backward(go);
     return std::vector<at::Tensor>{out.detach(), qq.grad(), kk.grad(), vv.grad()};
   };
@@ -66,6 +71,26 @@ TEST(CpuAttention, MatchesEagerMathFloat32) { compare(at::kFloat, 2e-5); }
 TEST(CpuAttention, ValueWidthMayDifferFromKeyWidth) {
   compare(at::kDouble, 1e-12, /*Dv=*/5);
   compare(at::kDouble, 1e-12, /*Dv=*/13, /*Hkv=*/1);
+}
+
+// The non-fused path (GPUs, bf16) in blocks of queries: 5 queries as 2 + 2 + 1, and 1 + 1 + ...
+TEST(AttentionBlocks, QueryBlocksEqualOnePass) {
+  for (int64_t block : {1, 2, 5}) {
+    compare(at::kDouble, 1e-12, 8, 2, [block](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                              const at::Tensor& allowed, double scale) {
+      return attention_in_blocks(q, k, v, allowed, scale, block);
+    });
+  }
+}
+
+TEST(AttentionBlocks, BlockSizeKeepsTheScoresWithinTheBudget) {
+  // DeepSeek-V3 prefill: batch 128, 128 heads, 512 queries over 512 slots.
+  const int64_t block = attention_query_block(128, 128, 512, 512);
+  EXPECT_LE(128 * 128 * block * 512, kAttentionScoreBudget);
+  EXPECT_GT(128 * 128 * (block + 1) * 512, kAttentionScoreBudget);
+  EXPECT_EQ(attention_query_block(1, 4, 1, 10), 1);        // decode: one query
+  EXPECT_EQ(attention_query_block(2, 4, 16, 16), 16);      // small: one pass
+  EXPECT_EQ(attention_query_block(1 << 20, 1 << 10, 4, 1 << 10), 1);  // never below one query
 }
 
 TEST(CpuAttention, AppliesOnlyToCpuFloatTypes) {

@@ -11,7 +11,14 @@
 
 namespace moerl::model {
 
-const char* finish_reason_name(FinishReason r) { return r == FinishReason::kEos ? "eos" : "length"; }
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+  }
+  return "?";
+}
 
 namespace {
 GenerateFastPath g_fast_path;
@@ -78,6 +85,10 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
       out[b].sample_logprobs.push_back(sl[b]);
       if (std::find(config.eos_ids.begin(), config.eos_ids.end(), t[b]) != config.eos_ids.end()) {
         out[b].finish = FinishReason::kEos;
+        done[b] = true;
+        ++num_done;
+      } else if (config.stop && config.stop(out[b].tokens)) {
+        out[b].finish = FinishReason::kStop;
         done[b] = true;
         ++num_done;
       }

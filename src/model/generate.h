@@ -23,8 +23,9 @@
 
 namespace moerl::model {
 
-enum class FinishReason { kEos, kLength };
-const char* finish_reason_name(FinishReason r);  // "eos" | "length"
+// kStop: a stop string ended the row (GenerateConfig::stop).
+enum class FinishReason { kEos, kLength, kStop };
+const char* finish_reason_name(FinishReason r);  // "eos" | "length" | "stop"
 
 struct GenerateConfig {
   int64_t max_new_tokens = 16;
@@ -44,6 +45,11 @@ struct GenerateConfig {
   // (nothing partial is returned). A drain uses it so a long batch cannot outlive a Spot
   // notice. Under `all_done` lockstep it must answer alike on every rank. Null: never.
   std::function<bool()> cancel;
+  // Asked with a running row's new tokens after each token it appends (host side); true ends
+  // the row there with FinishReason::kStop (model/stop_strings.h builds it from stop strings).
+  // Must depend only on the tokens. The CUDA-graph path asks after the loop, keeping each
+  // row's tokens up to the first true, so both paths return the same rows. Null: never.
+  std::function<bool(const std::vector<int64_t>&)> stop;
 };
 
 // Thrown by generate() when GenerateConfig::cancel asked it to stop.

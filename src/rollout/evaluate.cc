@@ -4,6 +4,7 @@
 
 #include "base/deadline.h"
 #include "model/generate.h"
+#include "model/stop_strings.h"
 #include "rollout/group_rollout.h"
 
 namespace moerl::rollout {
@@ -19,6 +20,7 @@ EvalResult evaluate(model::Model& policy, const model::Tokenizer& tok, const tas
   }
   double sum = 0;
   int64_t exact = 0;
+  const model::StopStrings stops(tok, cfg.stop);
   for (size_t begin = 0; begin < items.size(); begin += cfg.batch_size) {
     size_t end = std::min(items.size(), begin + static_cast<size_t>(cfg.batch_size));
     std::vector<std::vector<int64_t>> prompts;
@@ -30,6 +32,7 @@ EvalResult evaluate(model::Model& policy, const model::Tokenizer& tok, const tas
     gc.eos_ids = tok.stop_ids();
     gc.pad_id = tok.pad_id();
     gc.all_done = cfg.all_done;
+    gc.stop = stops.hook();
     std::vector<model::Generation> gens = model::generate(policy, prompts, gc);
     std::vector<std::string> completions;
     for (const auto& g : gens) completions.push_back(completion_text(tok, g.tokens));

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -25,6 +27,7 @@ struct EvalConfig {
   int64_t shard = 0;
   int64_t num_shards = 1;
   std::function<bool(bool)> all_done;
+  std::vector<std::string> stop;  // stop strings (RolloutConfig::stop)
 };
 
 struct EvalResult {

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "base/deadline.h"
 #include "model/generate.h"
+#include "model/stop_strings.h"
 
 namespace moerl::rollout {
 
@@ -67,6 +68,8 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
   gc.all_done = cfg_.all_done;
   gc.record_routing = cfg_.record_routing;
   gc.cancel = std::move(cancel);
+  const model::StopStrings stops(tokenizer_, cfg_.stop);
+  gc.stop = stops.hook();
   double t0 = now_seconds();
   std::vector<model::Generation> gens = model::generate(policy_, prompts, gc);
   double gen_s = now_seconds() - t0;
@@ -112,8 +115,8 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
         s.routing_top_k = static_cast<uint16_t>(policy_.arch().router_config(policy_.config()).top_k);
       }
       s.version_spans = {{0, version}};
-      s.finish_reason = gen.finish == model::FinishReason::kEos ? runtime::FinishReason::kStop
-                                                                 : runtime::FinishReason::kLength;
+      s.finish_reason = gen.finish == model::FinishReason::kLength ? runtime::FinishReason::kLength
+                                                                    : runtime::FinishReason::kStop;
       s.generate_seconds = r.generate_seconds / u.group_size;
       r.samples.push_back(std::move(s));
     }

@@ -30,6 +30,9 @@ struct RolloutConfig {
   model::SamplingConfig sampling;
   std::function<bool(bool)> all_done;  // EP lockstep (model::GenerateConfig::all_done); null: one rank
   bool record_routing = false;  // routing replay: records carry the experts each token used
+  // Stop strings ([rollout] stop): a row ends at the token that completes one; the stop text
+  // stays in the response (model/stop_strings.h).
+  std::vector<std::string> stop;
 };
 
 class GroupRollout {

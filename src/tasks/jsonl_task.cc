@@ -22,8 +22,8 @@ const char kLineHint[] =
 
 class JsonlTask : public Task {
  public:
-  JsonlTask(JsonlTaskOptions o, std::vector<TaskItem> train, std::vector<TaskItem> held_out)
-      : o_(std::move(o)), train_(std::move(train)), held_out_(std::move(held_out)) {
+  JsonlTask(JsonlTaskOptions o, std::vector<TaskItem> train, std::vector<TaskItem> held_out, bool has_messages)
+      : o_(std::move(o)), train_(std::move(train)), held_out_(std::move(held_out)), has_messages_(has_messages) {
     for (const auto* v : {&train_, &held_out_}) {
       for (const auto& it : *v) {
         limits_.max_prompt_chars = std::max(limits_.max_prompt_chars, it.prompt.size());
@@ -34,6 +34,7 @@ class JsonlTask : public Task {
   std::string name() const override { return "jsonl"; }
   std::optional<uint64_t> size(Split split) const override { return items_of(split).size(); }
   TaskLimits limits() const override { return limits_; }
+  bool needs_chat_template() const override { return has_messages_; }
 
   TaskItem item(Split split, uint64_t index) const override {
     const std::vector<TaskItem>& v = items_of(split);
@@ -63,6 +64,7 @@ class JsonlTask : public Task {
   JsonlTaskOptions o_;
   std::vector<TaskItem> train_, held_out_;
   TaskLimits limits_;
+  bool has_messages_;  // some line is a "messages" conversation
 };
 
 [[noreturn]] void line_error(const std::string& file, size_t line, const std::string& what,
@@ -70,8 +72,35 @@ class JsonlTask : public Task {
   throw Error("task jsonl: " + file + ":" + std::to_string(line) + ": " + what, hint);
 }
 
+// A "messages" value: a non-empty array of {"role", "content"} string pairs ending with the
+// user turn the policy answers; returned as compact JSON (TaskItem::chat).
+std::string conversation(const std::string& file, size_t line_no, const nlohmann::json& m) {
+  const char* hint = "write \"messages\": [{\"role\": \"system\", \"content\": ...}, {\"role\": \"user\", "
+                     "\"content\": ...}] ending with the user turn to answer (docs/formats/tasks_jsonl.md)";
+  if (!m.is_array() || m.empty()) line_error(file, line_no, "\"messages\" must be a non-empty array", hint);
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < m.size(); ++i) {
+    const std::string at = "\"messages\"[" + std::to_string(i) + "]";
+    const nlohmann::json& e = m[i];
+    if (!e.is_object()) line_error(file, line_no, at + " must be an object, found " + std::string(e.type_name()), hint);
+    auto role = e.find("role"), content = e.find("content");
+    if (role == e.end() || !role->is_string()) line_error(file, line_no, at + " needs a string \"role\"", hint);
+    if (content == e.end() || !content->is_string()) line_error(file, line_no, at + " needs a string \"content\"", hint);
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "user" && r != "assistant") {
+      line_error(file, line_no, at + " has role \"" + r + "\"", "roles are \"system\", \"user\" and \"assistant\"");
+    }
+    out.push_back({{"role", r}, {"content", content->get<std::string>()}});
+  }
+  if (out.back()["role"] != "user" || out.back()["content"].get<std::string>().empty()) {
+    line_error(file, line_no, "the last message must be a non-empty user turn (the one the policy answers)", hint);
+  }
+  return out.dump();
+}
+
+// One line as a task item; `conversation_line` is set when it was a "messages" line.
 TaskItem parse_line(const std::string& file, size_t line_no, const std::string& line,
-                    VerifierKind verifier) {
+                    VerifierKind verifier, bool& conversation_line) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
@@ -83,10 +112,22 @@ TaskItem parse_line(const std::string& file, size_t line_no, const std::string& 
   if (!j.is_object()) line_error(file, line_no, "expected a JSON object, found " + std::string(j.type_name()));
   TaskItem it;
   auto prompt = j.find("prompt");
-  if (prompt == j.end()) line_error(file, line_no, "missing key \"prompt\"");
-  if (!prompt->is_string()) line_error(file, line_no, "\"prompt\" must be a string, found " + std::string(prompt->type_name()));
-  it.prompt = prompt->get<std::string>();
-  if (it.prompt.empty()) line_error(file, line_no, "\"prompt\" is empty");
+  auto messages = j.find("messages");
+  if (prompt != j.end() && messages != j.end()) {
+    line_error(file, line_no, "has both \"prompt\" and \"messages\"", "give one: a plain prompt or a conversation");
+  }
+  if (messages != j.end()) {
+    it.chat = conversation(file, line_no, *messages);
+    conversation_line = true;
+    it.prompt = messages->back().at("content").get<std::string>();
+  } else {
+    if (prompt == j.end()) line_error(file, line_no, "missing key \"prompt\" (or \"messages\")");
+    if (!prompt->is_string()) line_error(file, line_no, "\"prompt\" must be a string, found " + std::string(prompt->type_name()));
+    it.prompt = prompt->get<std::string>();
+    if (it.prompt.empty()) line_error(file, line_no, "\"prompt\" is empty");
+    // Rendered as one user turn when the chat template is on (tasks/chat_task.h).
+    it.chat = nlohmann::ordered_json::array({{{"role", "user"}, {"content", it.prompt}}}).dump();
+  }
   auto answer = j.find("answer");
   if (answer == j.end()) line_error(file, line_no, "missing key \"answer\"");
   if (answer->is_string()) {
@@ -128,13 +169,14 @@ std::unique_ptr<Task> load_jsonl_task(const JsonlTaskOptions& o) {
                 ErrorCode::kNotFound);
   }
   std::vector<TaskItem> train, held_out;
+  bool has_messages = false;
   std::string line;
   size_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines are allowed
-    TaskItem it = parse_line(o.file, line_no, line, o.verifier);
+    TaskItem it = parse_line(o.file, line_no, line, o.verifier, has_messages);
     (is_held_out(it.prompt, o.common.held_out_fraction) ? held_out : train).push_back(std::move(it));
   }
   if (in.bad()) throw Error("task jsonl: read error in '" + o.file + "'", "check the disk", ErrorCode::kIo);
@@ -150,7 +192,7 @@ std::unique_ptr<Task> load_jsonl_task(const JsonlTaskOptions& o) {
     throw Error(os.str(), "add more lines, raise held_out_fraction, or set held_out_fraction = 0 "
                           "to train without evaluation");
   }
-  return std::make_unique<JsonlTask>(o, std::move(train), std::move(held_out));
+  return std::make_unique<JsonlTask>(o, std::move(train), std::move(held_out), has_messages);
 }
 
 std::unique_ptr<Task> make_jsonl_task(ConfigTable& t, const TaskCommon& common) {

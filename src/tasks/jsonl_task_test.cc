@@ -9,6 +9,7 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/files.h"
@@ -132,6 +133,52 @@ TEST_F(JsonlTest, MalformedLinesNameFileLineAndProblem) {
   EXPECT_NE(e.find("bad.jsonl:2: \"answer\" = \"forty\" is not a number"), std::string::npos) << e;
   e = load_error("\n\n");
   EXPECT_NE(e.find("has no training lines"), std::string::npos) << e;
+}
+
+// "messages" lines keep their conversation (TaskItem::chat, for the chat template); plain
+// prompts become one user turn; a file with conversations needs a template.
+TEST_F(JsonlTest, ConversationLinesKeepTheirMessages) {
+  std::string text;
+  for (int i = 0; i < 12; ++i) {
+    text += R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is )" +
+            std::to_string(i) + R"( + 1?"}], "answer": )" + std::to_string(i + 1) + "}\n";
+  }
+  auto t = load_jsonl_task({.file = write("chat.jsonl", text), .verifier = VerifierKind::kMath,
+                            .common = {.held_out_fraction = 0.0}});
+  EXPECT_TRUE(t->needs_chat_template());
+  TaskItem it = t->item(Split::kTrain, 0);
+  const nlohmann::json m = nlohmann::json::parse(it.chat);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["role"], "system");
+  EXPECT_EQ(m[1]["content"], it.prompt);  // the plain prompt is the user turn
+  EXPECT_EQ(t->reward(it, "So \\boxed{" + it.answer + "}"), 1.0);
+
+  auto plain = load_jsonl_task({.file = numbers_file(20), .common = {.held_out_fraction = 0.0}});
+  EXPECT_FALSE(plain->needs_chat_template());
+  TaskItem p = plain->item(Split::kTrain, 3);
+  EXPECT_EQ(nlohmann::json::parse(p.chat), nlohmann::json::parse(R"([{"role": "user", "content": ")" + p.prompt + R"("}])"));
+
+  const std::string ok = "{\"prompt\": \"a\", \"answer\": \"b\"}\n";
+  struct Case {
+    std::string line, want;
+  };
+  std::vector<Case> cases = {
+      {R"({"messages": [], "answer": "1"})", "\"messages\" must be a non-empty array"},
+      {R"({"messages": {"role": "user"}, "answer": "1"})", "\"messages\" must be a non-empty array"},
+      {R"({"messages": ["hi"], "answer": "1"})", "\"messages\"[0] must be an object"},
+      {R"({"messages": [{"content": "hi"}], "answer": "1"})", "\"messages\"[0] needs a string \"role\""},
+      {R"({"messages": [{"role": "user", "content": 3}], "answer": "1"})", "needs a string \"content\""},
+      {R"({"messages": [{"role": "robot", "content": "hi"}], "answer": "1"})", "has role \"robot\""},
+      {R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "1"}], "answer": "1"})",
+       "the last message must be a non-empty user turn"},
+      {R"({"prompt": "a", "messages": [{"role": "user", "content": "hi"}], "answer": "1"})",
+       "has both \"prompt\" and \"messages\""},
+  };
+  for (const Case& c : cases) {
+    std::string e = load_error(ok + c.line + "\n" + ok);
+    EXPECT_NE(e.find("bad.jsonl:2: "), std::string::npos) << e;
+    EXPECT_NE(e.find(c.want), std::string::npos) << e;
+  }
 }
 
 TEST_F(JsonlTest, MathVerifierWithNumberAndSolutionAnswers) {

@@ -29,6 +29,10 @@ struct TaskItem {
   // The SFT target when the task's demonstrations come from an imperfect teacher (addition's
   // teacher_carry_error); empty: the reference answer.
   std::string demonstration;
+  // Chat form (JSONL tasks): the conversation up to the answer, a JSON array of
+  // {"role", "content"} objects, which ChatTask (tasks/chat_task.h) renders into `prompt`
+  // through the model's chat template; empty for a plain prompt.
+  std::string chat;
 
   const std::string& sft_target() const { return demonstration.empty() ? answer : demonstration; }
 };
@@ -50,6 +54,9 @@ class Task {
   // Rewards lie in [0, 1]: 1 = correct, format_reward = well-formed but wrong, 0 otherwise.
   virtual double reward(const TaskItem& item, std::string_view completion) const = 0;
   virtual TaskLimits limits() const = 0;
+  // True when the items must be rendered through a chat template (a JSONL file with
+  // "messages" lines, or [task] chat_template = true): a tokenizer without one is an error.
+  virtual bool needs_chat_template() const { return false; }
 
   // items(split, first, count)[i] == item(split, first + i).
   std::vector<TaskItem> items(Split split, uint64_t first, uint64_t count) const;

@@ -1,6 +1,7 @@
 // Drain of a rollout worker PROCESS (`moerl rollout`, Redis queue): SIGTERM, or a Spot notice
 // from a fake IMDSv2 endpoint, makes it hand back its unfinished tasks within the drain
-// deadline and exit 0; another worker can lease them at once.
+// deadline and exit 0; another worker can lease them at once, also when the worker is in
+// the middle of a generation far longer than the drain deadline.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "store/object_store.h"
 #include "job/roles.h"
 #include "e2e/async_test_util.h"
+#include "e2e/real_vocab_model.h"
 
 namespace moerl::train {
 using namespace moerl::job;  // NOLINT: the job API under test
@@ -37,11 +39,11 @@ class AsyncDrain : public ::testing::Test {
   }
 
   // Writes the config, publishes version 0 and enqueues kTasks prompt groups.
-  JobConfig prepare(const std::string& extra) {
+  JobConfig prepare(const std::string& extra, const std::vector<std::string>& overrides = {}) {
     std::string runtime = "mode = \"async\"\nqueue_url = \"" + server_->url() +
                           "\"\nnamespace = \"drain\"\ntasks_per_lease = 4\nlease_seconds = 60\n"
                           "drain_seconds = " + std::to_string(kDrainSeconds) + "\ndrain_margin_seconds = 0.5\n";
-    config_ = testing::write_config(dir_, testing::tiny_config_text(runtime, extra));
+    config_ = testing::write_config(dir_, testing::tiny_config_text(runtime, extra, overrides));
     JobConfig cfg = JobConfig::load(config_, {});
     backends_ = runtime::open_backends(cfg.runtime, "test");
     auto tok = make_job_tokenizer(cfg);
@@ -50,7 +52,7 @@ class AsyncDrain : public ::testing::Test {
     arch.bos_token_id = tok->bos_id();
     arch.eos_token_id = tok->eos_id();
     arch.pad_token_id = tok->pad_id();
-    model::Model m = model::init_random(arch, 5);
+    model::Model m = cfg.model.init == "random" ? model::init_random(arch, 5) : model::load_model(cfg.model.init);
     store_ = store::open_store(job_store_uri(cfg, dir_));
     rollout::publish_weights(*store_, *backends_.weights, 0, m, dir_ + "/scratch", {}, Deadline::after_seconds(10));
     for (int c = 0; c < kTasks; ++c) {
@@ -119,6 +121,32 @@ TEST_F(AsyncDrain, SpotNoticeTriggersTheSameDrain) {
   double took = now_seconds() - t0;
   EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
   EXPECT_LT(took, kDrainSeconds + 3);
+  check_handed_back();
+}
+
+// A batch far longer than the drain deadline (answers of 3000 tokens over the real Qwen3
+// vocabulary, which a random model does not end early: about a minute here) is abandoned
+// when the drain deadline arrives, not finished: the worker exits within the deadline and
+// every task is back in the queue.
+TEST_F(AsyncDrain, ALongGenerationIsAbandonedAtTheDrainDeadline) {
+  const std::string model = e2e::real_vocab_model(dir_, 4096);
+  ASSERT_FALSE(HasFailure());
+  prepare("", {"model.init=\"" + model + "\"", "rollout.max_new_tokens=3000"});
+  Subprocess worker = start_worker();
+  Deadline leased = Deadline::after_seconds(120);
+  while (!leased.expired() && backends_.queue->depth(Deadline::after_seconds(5)).leased == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(leased.expired()) << "the worker never leased a task\n" << testing::log_tail(dir_ + "/worker.log");
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // into its first batch
+  const double t0 = now_seconds();
+  worker.signal(SIGTERM);
+  const int code = testing::wait_exit(worker, kDrainSeconds + 60);
+  const double took = now_seconds() - t0;
+  EXPECT_EQ(code, 0) << testing::log_tail(dir_ + "/worker.log");
+  EXPECT_LT(took, kDrainSeconds + 3) << "the batch outlived the drain\n" << testing::log_tail(dir_ + "/worker.log");
+  EXPECT_NE(testing::read_text(dir_ + "/worker.log").find("drain deadline reached"), std::string::npos)
+      << testing::log_tail(dir_ + "/worker.log");
   check_handed_back();
 }
 

@@ -2,8 +2,10 @@
 // values are never repeated in memory (HF's repeat_kv gives query head h kv head h / G).
 #include "model/common/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "model/common/cpu_attention.h"
 #include "model/common/layers.h"
@@ -43,13 +45,13 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
   return at::linear(out.reshape({B, T, Hq * D}), w.o_proj);
 }
 
-at::Tensor attention_core(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                          const at::Tensor& allowed_B1TS, double scale) {
+namespace {
+
+// One block of queries: the scores of [B,Hkv,G,T,S] in float32 (float64 for double models).
+at::Tensor attention_block(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                           const at::Tensor& allowed_B1TS, double scale) {
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
   const int64_t Hkv = keys.size(1), S = keys.size(2), Dv = values.size(3), G = Hq / Hkv;
-  if (cpu_attention_applies(q, keys)) {  // one fused op instead of B*Hkv small gemms
-    return cpu_attention(q, keys, values, allowed_B1TS, scale);  // [B,T,Hq,Dv]
-  }
   at::Tensor q_grouped = q.reshape({B, Hkv, G * T, D});
   at::Tensor scores = at::matmul(q_grouped, keys.transpose(2, 3)) * scale;
   // Mask and softmax in float32 (float64 for double models), as HF's eager attention does.
@@ -61,6 +63,37 @@ at::Tensor attention_core(const at::Tensor& q, const at::Tensor& keys, const at:
   at::Tensor probs = at::softmax(scores, -1).to(q.scalar_type());
   at::Tensor out = at::matmul(probs.view({B, Hkv, G * T, S}), values);  // [B,Hkv,G*T,Dv]
   return out.view({B, Hq, T, Dv}).transpose(1, 2);
+}
+
+}  // namespace
+
+int64_t attention_query_block(int64_t B, int64_t Hq, int64_t T, int64_t S) {
+  const int64_t per_query = std::max<int64_t>(1, B * Hq * S);  // float32 scores of one query position
+  return std::clamp<int64_t>(kAttentionScoreBudget / per_query, 1, std::max<int64_t>(1, T));
+}
+
+at::Tensor attention_core(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                          const at::Tensor& allowed_B1TS, double scale) {
+  if (cpu_attention_applies(q, keys)) {  // one fused op instead of B*Hkv small gemms
+    return cpu_attention(q, keys, values, allowed_B1TS, scale);  // [B,T,Hq,Dv]
+  }
+  return attention_in_blocks(q, keys, values, allowed_B1TS, scale,
+                             attention_query_block(q.size(0), q.size(1), q.size(2), keys.size(2)));
+}
+
+at::Tensor attention_in_blocks(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                               const at::Tensor& allowed_B1TS, double scale, int64_t block) {
+  const int64_t T = q.size(2);
+  if (block >= T) return attention_block(q, keys, values, allowed_B1TS, scale);
+  // Softmax is per query row, so blocks of queries give the same result as one pass while the
+  // score buffer stays within kAttentionScoreBudget (a 512-token prefill at batch 128 and 128
+  // heads would otherwise hold 17 GB of float32 scores, and more for the mask and softmax).
+  std::vector<at::Tensor> parts;
+  for (int64_t t0 = 0; t0 < T; t0 += block) {
+    const int64_t n = std::min(block, T - t0);
+    parts.push_back(attention_block(q.narrow(2, t0, n), keys, values, allowed_B1TS.narrow(2, t0, n), scale));
+  }
+  return at::cat(parts, 1);  // [B,T,Hq,Dv]
 }
 
 }  // namespace moerl::model

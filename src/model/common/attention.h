@@ -42,8 +42,18 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
 // The core softmax(mask(q k^T * scale)) v shared by GQA and MLA: q [B,Hq,T,D], k [B,Hkv,S,D],
 // v [B,Hkv,S,Dv] (query head h reads kv head h / (Hq/Hkv)), allowed [B,1,T,S]. Returns
 // [B,T,Hq,Dv]. Scores and softmax in float32 (float64 for double inputs); a query with no
-// allowed slot attends uniformly. CPU float32/float64 runs the fused cpu_attention op.
+// allowed slot attends uniformly. CPU float32/float64 runs the fused cpu_attention op; other
+// devices go over blocks of queries so the float32 scores stay within kAttentionScoreBudget
+// elements (same result: the softmax is per query).
 at::Tensor attention_core(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD, const at::Tensor& v_BhSD,
                           const at::Tensor& allowed_B1TS, double scale);
+
+// Score elements one block of attention_core may hold (2^28 float32 = 1 GiB), and the number of
+// query positions per block for [B, Hq, T queries, S slots] (T when all fit).
+constexpr int64_t kAttentionScoreBudget = int64_t{1} << 28;
+int64_t attention_query_block(int64_t B, int64_t Hq, int64_t T, int64_t S);
+// attention_core's non-fused path with `block` query positions per block (any device).
+at::Tensor attention_in_blocks(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD, const at::Tensor& v_BhSD,
+                               const at::Tensor& allowed_B1TS, double scale, int64_t block);
 
 }  // namespace moerl::model

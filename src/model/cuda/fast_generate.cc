@@ -323,6 +323,10 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
         out[b].finish = FinishReason::kEos;
         break;
       }
+      if (config.stop && config.stop(out[b].tokens)) {  // the device kept going; the row ends here
+        out[b].finish = FinishReason::kStop;
+        break;
+      }
     }
     if (routes_c.defined()) {
       // The prompt (prefill), then each generated token but the last: fed at steps 1..n-1.

@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <string>
@@ -241,6 +242,17 @@ TEST(FastGenerate, GraphEqualsEagerAndStopsAtEos) {
   ASSERT_LE(stopped[0].tokens.size(), 3u);
   EXPECT_EQ(stopped[0].finish, FinishReason::kEos);
   EXPECT_EQ(stopped[0].tokens.back(), g.eos_ids[0]);
+  // A stop hook (stop strings) asked after the graph loop: rows end where it first says so,
+  // with the tokens the free run sampled up to there.
+  g.eos_ids.clear();
+  g.stop = [&](const std::vector<int64_t>& toks) {
+    return toks.size() == 5 && std::equal(toks.begin(), toks.end(), graph[1].tokens.begin());
+  };
+  auto stop_hook = cuda::fast_generate(m, test_prompts(), g, true);
+  EXPECT_EQ(stop_hook[1].finish, FinishReason::kStop);
+  EXPECT_EQ(stop_hook[1].tokens, std::vector<int64_t>(graph[1].tokens.begin(), graph[1].tokens.begin() + 5));
+  EXPECT_EQ(stop_hook[1].logprobs.size(), 5u);
+  EXPECT_EQ(stop_hook[0].tokens, graph[0].tokens);
 }
 
 // An in-process rollout worker captures a decode graph in every generate() call while the
