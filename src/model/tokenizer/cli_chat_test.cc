@@ -3,7 +3,6 @@
 // and bad input or a tokenizer without a template exits non-zero with one paragraph.
 #include <gtest/gtest.h>
 
-#include "base/subprocess.h"
 #include "model/tokenizer/test_data.h"
 
 namespace moerl::model {
@@ -13,30 +12,9 @@ namespace fs = std::filesystem;
 using testing::read_jsonl_file;
 using testing::tokenizer_fixture;
 
-CapturedRun chat(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {std::getenv("MOERL_BIN"), "chat"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_captured(argv, Deadline::after_seconds(300));
-}
-
-std::string scratch(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/cli_chat";
-  fs::create_directories(dir);
-  return dir + "/" + name;
-}
-
-std::string write_lines(const std::string& name, const std::vector<std::string>& lines) {
-  const std::string path = scratch(name);
-  std::ofstream f(path);
-  for (const auto& l : lines) f << l << "\n";
-  return path;
-}
-
-class CliChat : public ::testing::Test {
+class CliChat : public testing::CliCommandTest {
  protected:
-  void SetUp() override {
-    if (std::getenv("MOERL_BIN") == nullptr) GTEST_SKIP() << "MOERL_BIN not set (run through ctest)";
-  }
+  CliChat() : CliCommandTest("chat") {}
 };
 
 TEST_F(CliChat, RendersTheConversationsAsTransformersDoes) {
@@ -46,7 +24,7 @@ TEST_F(CliChat, RendersTheConversationsAsTransformersDoes) {
   const std::string in = write_lines("conversations.jsonl", lines);
   for (const std::string name : {"qwen3", "deepseek_v3"}) {
     const std::string out = scratch(name + "_chat.jsonl");
-    CapturedRun r = chat({"--model", testing::real_tokenizer_dir(name), "--input", in, "--output", out});
+    CapturedRun r = run({"--model", testing::real_tokenizer_dir(name), "--input", in, "--output", out});
     ASSERT_EQ(r.status, 0) << r.output;
     const auto got = read_jsonl_file(out);
     const auto want = read_jsonl_file(tokenizer_fixture("expected/" + name + "/chat.jsonl"));
@@ -60,7 +38,7 @@ TEST_F(CliChat, BadInputFailsWithTheLineNumber) {
   const auto expect_failure = [&](const std::string& dir, const std::vector<std::string>& lines, const std::string& needle) {
     const std::string out = scratch("bad_out.jsonl");
     fs::remove(out);
-    CapturedRun r = chat({"--model", dir, "--input", write_lines("bad.jsonl", lines), "--output", out});
+    CapturedRun r = run({"--model", dir, "--input", write_lines("bad.jsonl", lines), "--output", out});
     EXPECT_EQ(r.status, 2) << r.output;
     EXPECT_NE(r.output.find(needle), std::string::npos) << "\"" << needle << "\" not in: " << r.output;
     EXPECT_NE(r.output.find("HINT"), std::string::npos) << r.output;

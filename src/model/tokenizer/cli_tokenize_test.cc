@@ -3,7 +3,6 @@
 // texts, and bad input exits non-zero with one paragraph naming the line.
 #include <gtest/gtest.h>
 
-#include "base/subprocess.h"
 #include "model/tokenizer/test_data.h"
 #include "model/tokenizer/tiny_tokenizers.h"
 
@@ -14,37 +13,16 @@ namespace fs = std::filesystem;
 using testing::read_jsonl_file;
 using testing::tokenizer_fixture;
 
-CapturedRun tokenize(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {std::getenv("MOERL_BIN"), "tokenize"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_captured(argv, Deadline::after_seconds(300));
-}
-
-std::string scratch(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/cli_tokenize";
-  fs::create_directories(dir);
-  return dir + "/" + name;
-}
-
-std::string write_lines(const std::string& name, const std::vector<std::string>& lines) {
-  const std::string path = scratch(name);
-  std::ofstream f(path);
-  for (const auto& l : lines) f << l << "\n";
-  return path;
-}
-
-class CliTokenize : public ::testing::Test {
+class CliTokenize : public testing::CliCommandTest {
  protected:
-  void SetUp() override {
-    if (std::getenv("MOERL_BIN") == nullptr) GTEST_SKIP() << "MOERL_BIN not set (run through ctest)";
-  }
+  CliTokenize() : CliCommandTest("tokenize") {}
 };
 
 TEST_F(CliTokenize, EncodesAndDecodesTheCorpusAsTokenizersDoes) {
   for (const std::string name : {"qwen3", "llama2"}) {
     const std::string dir = testing::real_tokenizer_dir(name);
     const std::string out = scratch(name + "_ids.jsonl");
-    CapturedRun r = tokenize({"--model", dir, "--input", tokenizer_fixture("corpus.jsonl"), "--output", out});
+    CapturedRun r = run({"--model", dir, "--input", tokenizer_fixture("corpus.jsonl"), "--output", out});
     ASSERT_EQ(r.status, 0) << r.output;
     const auto got = read_jsonl_file(out);
     const auto want = read_jsonl_file(tokenizer_fixture("expected/" + name + "/encode.jsonl"));
@@ -55,7 +33,7 @@ TEST_F(CliTokenize, EncodesAndDecodesTheCorpusAsTokenizersDoes) {
     std::vector<std::string> lines;
     for (const auto& row : rows) lines.push_back(nlohmann::json{{"ids", row.at("ids")}}.dump());
     const std::string text_out = scratch(name + "_text.jsonl");
-    r = tokenize({"--model", dir, "--input", write_lines(name + "_decode_in.jsonl", lines), "--output", text_out, "--decode"});
+    r = run({"--model", dir, "--input", write_lines(name + "_decode_in.jsonl", lines), "--output", text_out, "--decode"});
     ASSERT_EQ(r.status, 0) << r.output;
     const auto texts = read_jsonl_file(text_out);
     ASSERT_EQ(texts.size(), rows.size());
@@ -72,7 +50,7 @@ TEST_F(CliTokenize, AModelDirectoryWorksToo) {
     fs::copy_file(testing::real_tokenizer_dir("qwen3") + "/" + f, dir + "/" + f);
   }
   const std::string out = scratch("model_dir_out.jsonl");
-  CapturedRun r = tokenize({"--model", dir, "--input", write_lines("hello.jsonl", {R"({"text": "Hello, world!", "id": 7})"}),
+  CapturedRun r = run({"--model", dir, "--input", write_lines("hello.jsonl", {R"({"text": "Hello, world!", "id": 7})"}),
                             "--output", out});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(read_jsonl_file(out).at(0), nlohmann::json::parse(R"({"ids": [9707, 11, 1879, 0]})"));
@@ -86,7 +64,7 @@ TEST_F(CliTokenize, BadInputFailsWithTheLineNumber) {
     fs::remove(out);
     std::vector<std::string> args = {"--model", dir, "--input", write_lines("bad.jsonl", lines), "--output", out};
     if (decode) args.push_back("--decode");
-    CapturedRun r = tokenize(args);
+    CapturedRun r = run(args);
     EXPECT_EQ(r.status, 2) << r.output;
     EXPECT_NE(r.output.find(needle), std::string::npos) << "\"" << needle << "\" not in: " << r.output;
     EXPECT_NE(r.output.find("HINT"), std::string::npos) << r.output;
@@ -98,10 +76,10 @@ TEST_F(CliTokenize, BadInputFailsWithTheLineNumber) {
   expect_failure({R"({"ids": [1, 2]})", R"({"ids": [1, "x"]})"}, true, "line 2: ids must be integers");
   expect_failure({R"({"ids": [-4]})"}, true, "line 1: token id -4");
 
-  CapturedRun r = tokenize({"--model", scratch("no_such_model"), "--input", "x", "--output", scratch("o.jsonl")});
+  CapturedRun r = run({"--model", scratch("no_such_model"), "--input", "x", "--output", scratch("o.jsonl")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("has no tokenizer"), std::string::npos) << r.output;
-  r = tokenize({"--model", dir, "--input", scratch("missing.jsonl"), "--output", scratch("o.jsonl")});
+  r = run({"--model", dir, "--input", scratch("missing.jsonl"), "--output", scratch("o.jsonl")});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("cannot read"), std::string::npos) << r.output;
 }

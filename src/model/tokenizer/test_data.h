@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/env.h"
+#include "base/subprocess.h"
 #include "io/checksum.h"
 #include "model/test_util.h"
 #include "model/tokenizer/hf_tokenizer.h"
@@ -80,5 +81,35 @@ inline std::string write_tokenizer_dir(const std::string& name, const std::map<s
   for (const auto& [file, content] : files) std::ofstream(dir + "/" + file, std::ios::binary) << content;
   return dir;
 }
+
+// Base of the CLI tests: `moerl COMMAND` run as a subprocess (MOERL_BIN) as a user runs it,
+// with scratch files under TempDir()/cli_COMMAND; skipped without MOERL_BIN (run via ctest).
+class CliCommandTest : public ::testing::Test {
+ protected:
+  explicit CliCommandTest(std::string command) : command_(std::move(command)) {}
+  void SetUp() override {
+    if (std::getenv("MOERL_BIN") == nullptr) GTEST_SKIP() << "MOERL_BIN not set (run through ctest)";
+  }
+  CapturedRun run(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {std::getenv("MOERL_BIN"), command_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_captured(argv, Deadline::after_seconds(300));
+  }
+  std::string scratch(const std::string& name) const {
+    const std::string dir = ::testing::TempDir() + "/cli_" + command_;
+    std::filesystem::create_directories(dir);
+    return dir + "/" + name;
+  }
+  // A scratch file holding `lines`, one per line.
+  std::string write_lines(const std::string& name, const std::vector<std::string>& lines) const {
+    const std::string path = scratch(name);
+    std::ofstream f(path);
+    for (const auto& l : lines) f << l << "\n";
+    return path;
+  }
+
+ private:
+  std::string command_;
+};
 
 }  // namespace moerl::model::testing
