@@ -76,6 +76,7 @@ struct Rank {
 Subprocess spawn(const std::vector<std::string>& cmd, int rank, int n, int port, int out_fd, int err_fd) {
   SpawnOptions o;
   o.group = ProcessGroup::kNew;  // own group: the launcher alone decides which signals reach the rank
+  o.parent_death_signal = SIGKILL;  // a launcher killed (a pod's PID 1) takes its ranks with it
   o.stdout_to = Redirect::to_fd(out_fd);
   o.stderr_to = Redirect::to_fd(err_fd);
   o.set_env = {{"MASTER_ADDR", "127.0.0.1"},

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "base/log.h"
 #include "cli/command.h"
 #include "job/roles.h"
 #include "runtime/worker_id.h"
@@ -19,7 +18,9 @@ static int run_rollout_cmd(Args& args) {
         "  A rollout worker: leases prompt groups from [runtime] queue_url, generates with the\n"
         "  newest published weight version (store: [store] uri or DIR/store), puts experience.\n"
         "  SIGTERM / Spot notice: drain within runtime.drain_seconds and exit 0.\n"
-        "  --worker-id: unique per live worker; default $POD_NAME (else the hostname) + 6 random hex.\n");
+        "  --worker-id: unique per live worker; default $POD_NAME (else the hostname) + 6 random hex.\n"
+        "  An instance of M ranks: `moerl launch -n M -- moerl rollout CONFIG --set rollout.ep_size=M`\n"
+        "  (experts sharded over the ranks; rank 0 leases, puts and acks for all of them).\n");
     return 0;
   }
   std::vector<std::string> overrides = args.values("--set");
@@ -28,9 +29,8 @@ static int run_rollout_cmd(Args& args) {
   // NOTE: not the PID: each pod is its own PID namespace, so every replica's moerl has the same one.
   std::optional<std::string> worker_id = args.value("--worker-id");
   if (worker_id) runtime::check_worker_id(*worker_id);
+  // An instance of several ranks takes rank 0's (job/roles.h).
   o.worker_id = worker_id.value_or(runtime::default_worker_id());
-  MOERL_LOG(INFO) << "rollout worker id " << o.worker_id
-                  << (worker_id ? " (--worker-id)" : " (POD_NAME, else the hostname, plus a random suffix)");
   o.max_tasks = args.integer("--max-tasks", 0);
   o.intra_op_threads = static_cast<int>(args.integer("--threads", 1));
   std::string config = args.positional(0, "CONFIG.toml");

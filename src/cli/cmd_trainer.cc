@@ -11,22 +11,6 @@
 
 namespace moerl::cli {
 
-// NOTE: the trainer role runs as one rank whatever ep.size says (job/roles.h; EP in the async
-// roles is issue #20). Several ranks would be independent trainers on one consumer group, one
-// ckpt/ and one weights/ lineage, so they are refused before anything starts.
-static void refuse_several_ranks(const job::JobConfig& cfg) {
-  const env::Rendezvous rdv = env::rendezvous();
-  if (rdv.world_size == 1) return;
-  const std::string n = std::to_string(rdv.world_size);
-  throw Error("trainer: WORLD_SIZE=" + n + " (RANK=" + std::to_string(rdv.rank) +
-                  "): the trainer role runs as one process (ep.size=" + std::to_string(cfg.ep_size) +
-                  " is not applied to it yet), so " + n +
-                  " ranks would be independent trainers sharing one queue, checkpoint and weight lineage",
-              "start one `moerl trainer` (WORLD_SIZE unset or 1; INFRA node_groups.training.count = 1); for a "
-              "multi-rank EP trainer run `moerl launch -n " + n + " -- moerl train CONFIG --set runtime.mode=sync --set ep.size=" +
-                  n + "`");
-}
-
 static int run_trainer_cmd(Args& args) {
   if (args.flag("--help")) {
     std::printf(
@@ -35,7 +19,8 @@ static int run_trainer_cmd(Args& args) {
         "  within runtime.max_staleness, publishes weight versions to the store, checkpoints the\n"
         "  buffer and queue cursor. Rollout workers: `moerl rollout CONFIG.toml` (same config,\n"
         "  same --run-dir or [store] uri). A run dir holding a checkpoint resumes unless --fresh.\n"
-        "  One process: WORLD_SIZE > 1 is refused (the role is not a multi-rank group yet).\n");
+        "  A trainer group: `moerl launch -n N -- moerl trainer CONFIG --set ep.size=N` (experts\n"
+        "  sharded over N ranks, one consumer, one checkpoint, one weight lineage).\n");
     return 0;
   }
   std::vector<std::string> overrides = args.values("--set");
@@ -45,10 +30,9 @@ static int run_trainer_cmd(Args& args) {
   std::string config = args.positional(0, "CONFIG.toml");
   args.finish();
   job::JobConfig cfg = job::JobConfig::load(config, overrides);
-  refuse_several_ranks(cfg);
   job::JobOptions opts;
   opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
-  if (fresh) remove_tree(opts.run_dir);
+  if (fresh && env::rendezvous().rank == 0) remove_tree(opts.run_dir);
   opts.plot = !no_plot;
   nlohmann::json summary = job::run_trainer_role(cfg, opts);
   std::printf("%s\n", summary.dump(2).c_str());

@@ -106,6 +106,9 @@ std::map<std::string, at::Tensor> load_sharded(const fs::path& dir) {
                   ErrorCode::kNotFound);
     }
     SafetensorsFile file = SafetensorsFile::open(shard_path);
+    // NOTE: the index decides what the checkpoint holds, as in transformers: a shard's tensors
+    // that the index does not list are not loaded (an expert-parallel rank's partial copy of a
+    // sharded version lists only its own tensors; rollout/weight_publisher.h).
     for (const std::string& name : names) {
       if (!file.contains(name)) {
         throw Error(index_path + " places tensor '" + name + "' in " + shard +
@@ -113,8 +116,8 @@ std::map<std::string, at::Tensor> load_sharded(const fs::path& dir) {
                     "the index and shards disagree; re-download or re-save the checkpoint",
                     ErrorCode::kNotFound);
       }
+      out.emplace(name, to_tensor(file, name));
     }
-    load_file_into(file, out);
   }
   return out;
 }

@@ -31,8 +31,8 @@ DType dtype_of(at::ScalarType type, const std::string& tensor_name);
 at::Tensor to_tensor(const SafetensorsFile& file, const std::string& name);
 
 // `path_or_dir`: a .safetensors file; or a directory with model.safetensors.index.json
-// (sharded: every shard opened once; every tensor the index lists must exist in its shard);
-// or a directory with model.safetensors.
+// (sharded: every shard opened once; every tensor the index lists must exist in its shard,
+// and only those are loaded); or a directory with model.safetensors.
 std::map<std::string, at::Tensor> load_tensors(const std::string& path_or_dir);
 
 // `dir_or_file` ending in ".safetensors" is written as that one file. Otherwise it is a

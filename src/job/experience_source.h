@@ -24,9 +24,11 @@
 namespace moerl::job {
 
 struct StepExperience {
-  std::vector<runtime::ExperienceRecord> records;  // prompt groups to train, group_size samples each
+  std::vector<runtime::ExperienceRecord> records;  // prompt groups to train (this rank's share), group_size samples each
   // Generation behind this step, for the rollout rate: tokens generated (sync: every round,
-  // filtered groups included) and the seconds spent generating them.
+  // filtered groups included) and the seconds spent generating them. A trainer group's loop
+  // sums both over its ranks: sync ranks report their own tokens and 1/R of the lockstep
+  // generation time; the async source reports the whole batch's on rank 0 (0 elsewhere).
   int64_t generated_tokens = 0;
   double generate_seconds = 0;
   nlohmann::json row = nlohmann::json::object();  // the source's fields of the step's metrics row

@@ -86,7 +86,9 @@ StepExperience InlineSource::next_batch() {
     kept.assign(std::make_move_iterator(flat.begin() + static_cast<std::ptrdiff_t>(from)),
                 std::make_move_iterator(flat.end()));
   }
-  out.generate_seconds = now_seconds() - t0;
+  // NOTE: the trainer loop sums generate_seconds over ranks, and the ranks generated in
+  // lockstep over the same wall time: each reports its share, so the sum is that time.
+  out.generate_seconds = (now_seconds() - t0) / ctx_.world;
   if (dynamic) out.row["groups_filtered"] = groups_filtered_;
   // Named sub-scores of this step's rewards (an "http" reward's extra_logs), on this rank.
   const std::map<std::string, double> extra = cfg.reward->drain_extra_logs();

@@ -58,6 +58,7 @@ RolloutSection read_rollout(ConfigTable t) {
   r.num_workers = t.integer("num_workers", 2, {1, 4096});
   r.dynamic_sampling = t.boolean("dynamic_sampling", false);
   r.max_sampling_rounds = t.integer("max_sampling_rounds", 4, {1, 64});
+  r.ep_size = t.integer("ep_size", 1, {1, 4096});
   r.gen.stop = t.strings("stop", {});
   for (const std::string& s : r.gen.stop) {
     if (s.empty()) throw Error("config: rollout.stop holds an empty string", "an empty stop string would end every answer at once; remove it");
@@ -162,13 +163,22 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   ConfigTable ep = root.table("ep");
   j.ep_size = ep.integer("size", 1, {1, 4096});
   j.ep_backend = ep.choice("backend", "loopback", {"loopback", "fabric", "alltoall", "cuda_ipc", "nccl"});
+  j.ep_timeout_seconds = ep.number("timeout_seconds", 300, {1, 86400});
   ep.done();
   j.metrics = read_metrics_section(root.table("metrics"));
   root.done();
-  if (j.model.arch.num_experts % j.ep_size != 0) {
-    throw Error("config: ep.size=" + std::to_string(j.ep_size) + " must divide model.num_experts=" +
-                    std::to_string(j.model.arch.num_experts),
-                "choose an ep.size that divides the expert count");
+  for (const auto& [key, size] : {std::pair<const char*, int64_t>{"ep.size", j.ep_size}, {"rollout.ep_size", j.rollout.ep_size}}) {
+    if (j.model.arch.num_experts % size != 0) {
+      throw Error("config: " + std::string(key) + "=" + std::to_string(size) + " must divide model.num_experts=" +
+                      std::to_string(j.model.arch.num_experts),
+                  "choose a size that divides the expert count");
+    }
+  }
+  if (j.rollout.ep_size > 1 && j.runtime.mode != runtime::RunMode::kAsync) {
+    throw Error("config: rollout.ep_size=" + std::to_string(j.rollout.ep_size) +
+                    " sizes the rollout instances of the async job, but runtime.mode = \"sync\"",
+                "the sync job generates on the trainer's ranks (ep.size); set rollout.ep_size = 1, or "
+                "runtime.mode = \"async\"");
   }
   if (j.loss.group_size < 1) throw Error("config: algorithm.group_size must be >= 1", "use e.g. 8");
   if (j.rollout.dynamic_sampling) {
@@ -179,10 +189,11 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
                   "it drops groups whose rewards are all equal, which only have advantage 0 under grpo, "
                   "drgrpo or rloo; set dynamic_sampling = false for gae");
     }
-    if (j.ep_size > 1) {
+    if (j.ep_size > 1 && j.runtime.mode == runtime::RunMode::kSync) {
       throw Error("config: rollout.dynamic_sampling = true with ep.size = " + std::to_string(j.ep_size) +
-                      " is not supported yet",
-                  "the EP ranks would have to agree on every extra sampling round; use ep.size = 1");
+                      " in runtime.mode = \"sync\" is not supported",
+                  "the sync job's EP ranks would have to agree on every extra sampling round; use ep.size = 1, "
+                  "or runtime.mode = \"async\" (its controller filters groups before the trainer group sees them)");
     }
   }
   j.effective_toml = runtime::without_queue_password(doc.to_toml(), j.runtime);

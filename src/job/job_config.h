@@ -52,6 +52,10 @@ struct RolloutSection {
   // a reward spread, at most max_sampling_rounds x prompts_per_step prompts per step.
   bool dynamic_sampling = false;
   int64_t max_sampling_rounds = 4;
+  // Ranks of one rollout instance of the async job (`moerl launch -n ep_size -- moerl
+  // rollout`): the experts sharded over them, generating in lockstep, one worker toward the
+  // queue (rollout/instance.h). 1: a worker is one process.
+  int64_t ep_size = 1;
 };
 
 struct TrainSection {
@@ -79,8 +83,11 @@ struct JobConfig {
   runtime::RuntimeConfig runtime;  // [runtime], read by runtime::RuntimeConfig::from_config
   rl::LossConfig loss;  // [algorithm]
   std::string store_uri;  // [store] uri; "" = <run dir>/store
-  int64_t ep_size = 1;
+  int64_t ep_size = 1;  // [ep] size: the trainer's ranks (sync: every rank of the job)
   std::string ep_backend = "loopback";
+  // Every collective wait of a trainer group or rollout instance: must cover the longest local
+  // work between two collectives (loading weights, scoring rewards); a dead peer fails at once.
+  double ep_timeout_seconds = 300;
   MetricsSection metrics;  // [metrics]: Prometheus endpoint, TensorBoard (job/metrics_config.h)
   std::shared_ptr<const tasks::Task> task;
   std::shared_ptr<tasks::RewardFn> reward;

@@ -11,6 +11,7 @@
 #include "rollout/group_rollout.h"
 #include "rollout/worker.h"
 #include "io/checksum.h"
+#include "runtime/byte_codec.h"
 #include "runtime/record_check.h"
 #include "runtime/worker_id.h"
 
@@ -21,6 +22,8 @@ namespace {
 constexpr double kBatchWaitSeconds = 600;  // then warn and keep waiting while work is queued
 // Nothing queued, leased or buffered this long, with tasks still unfinished: no producer.
 constexpr double kNoProducerGraceSeconds = 15;
+// A trainer group's rank 0 tells the other ranks it is still waiting this often.
+constexpr double kBeatSeconds = 5;
 
 std::string from_hex(const std::string& hex) {
   auto val = [&](char c) -> int {
@@ -57,16 +60,21 @@ void trim_trained_log(const std::string& path, bool resumed, int64_t rl_step) {
 }  // namespace
 
 QueueSource::QueueSource(RunContext& ctx, QueueSourceOptions options) : ctx_(ctx), o_(std::move(options)) {
-  if (ctx_.world > 1) {
-    throw Error("train: ep.size=" + std::to_string(ctx_.world) + " runs in runtime.mode=\"sync\" only",
-                "use --mode sync (expert parallelism in the async roles is not built yet)");
-  }
   if (!o_.backends.queue || !o_.backends.buffer || !o_.backends.weights) {
     throw Error("trainer: the async job needs a task queue, an experience buffer and a weight registry",
                 "open them with runtime::open_backends(cfg.runtime)", ErrorCode::kInvalidInput);
   }
+  if (!lead()) return;
   if (!ctx_.resumed) ctx_.store->remove(rollout::kRunDoneKey);
   trim_trained_log(ctx_.path("trained.jsonl"), ctx_.resumed, ctx_.state.rl_step);
+}
+
+void QueueSource::on_lead(const std::string& what, const std::function<void(const ep::ControlGroup::Beat&)>& fn) {
+  if (!ctx_.dp) return fn({});
+  ctx_.dp->lead_runs(what, [&](const ep::ControlGroup::Beat& beat) {
+    fn(beat);
+    return std::string();
+  });
 }
 
 Deadline QueueSource::call_deadline() const {
@@ -77,7 +85,7 @@ void QueueSource::check_lease() {
   if (lease_) lease_->check(call_deadline());
 }
 
-void QueueSource::start() {
+void QueueSource::start_lead() {
   const JobConfig& cfg = ctx_.cfg;
   const int64_t P = cfg.rollout.prompts_per_step;
   const nlohmann::json& extra = ctx_.state.extra;
@@ -141,29 +149,54 @@ void QueueSource::start() {
   ctl_->restore(saved ? runtime::BufferSnapshot::decode(from_hex(saved->at("buffer").get<std::string>()))
                       : runtime::BufferSnapshot{},
                 call_deadline());
+}
+
+void QueueSource::start() {
+  on_lead("starting the async trainer", [&](const ep::ControlGroup::Beat&) { start_lead(); });
   publisher_ = std::make_unique<rollout::VersionPublisher>(
-      *ctx_.store, *o_.backends.weights, o_.handoff, ctx_.path("scratch"),
-      rollout::VersionPolicy{.keep = 3, .every = cfg.runtime.publish_every});
+      *ctx_.store, *o_.backends.weights, o_.handoff,
+      ctx_.path("scratch") + (ctx_.world > 1 ? "/rank-" + std::to_string(ctx_.rank) : std::string()),
+      rollout::VersionPolicy{.keep = 3, .every = ctx_.cfg.runtime.publish_every, .group = ctx_.dp});
   ctx_.state.policy_version = publisher_->publish(ctx_.state.policy_version, *ctx_.policy, call_deadline());
+  if (!lead()) return;
   lineage_.begin(ctx_.state.policy_version);
   trained_.open(ctx_.path("trained.jsonl"), std::ios::app);
 }
 
-StepExperience QueueSource::next_batch() {
+StepExperience QueueSource::take_batch(const ep::ControlGroup::Beat& beat) {
   const size_t P = static_cast<size_t>(ctx_.cfg.rollout.prompts_per_step);
+  const size_t R = static_cast<size_t>(ctx_.world);
   const uint64_t version = ctx_.state.policy_version;
   check_lease();
   StepExperience out;
+  std::vector<runtime::ExperienceRecord>& recs = out.records;
   double no_producer_since = 0;  // when nothing was queued, leased or buffered, yet not finished
-  while (true) {
-    const double t0 = now_seconds();
-    out.records = ctl_->next_batch(P, version, Deadline::after_seconds(kBatchWaitSeconds));
+  // NOTE: a trainer group trains batches that split evenly over its ranks (every rank must
+  // make the same EP collective calls), so a short batch waits for the rest of its last share.
+  double waited_since = now_seconds();  // for the "no experience" warning
+  while (recs.empty() || recs.size() % R != 0) {
+    const size_t want = recs.empty() ? P : R - recs.size() % R;
+    const double slice = beat ? kBeatSeconds : kBatchWaitSeconds;
+    for (auto& r : ctl_->next_batch(want, version, Deadline::after_seconds(slice))) recs.push_back(std::move(r));
+    if (beat) beat();
     // Refill the queue now, so the workers generate the next batch while this one trains.
     ctl_->top_up(call_deadline());
-    if (!out.records.empty()) break;
-    if (ctl_->finished(call_deadline())) return out;  // every task done: nothing more comes
-    if (now_seconds() - t0 >= kBatchWaitSeconds) {
+    if (!recs.empty() && recs.size() % R == 0) break;
+    if (ctl_->finished(call_deadline())) {  // every task done: nothing more comes
+      // Only the run's last remainder, fewer records than ranks, stays untrained.
+      const size_t rem = recs.size() % R;
+      if (rem > 0) {
+        surplus_ += static_cast<int64_t>(rem);
+        MOERL_LOG(WARN) << "trainer: the run's last " << rem << " record(s) do not split over " << R
+                        << " ranks; completed untrained (surplus)";
+        recs.resize(recs.size() - rem);
+      }
+      if (recs.empty()) return out;
+      break;
+    }
+    if (now_seconds() - waited_since >= kBatchWaitSeconds) {
       MOERL_LOG(WARN) << "trainer: no experience within " << kBatchWaitSeconds << " s; still waiting";
+      waited_since = now_seconds();
     }
     // next_batch returns early, empty, when every task was created and none is queued: if no
     // task is leased and no record buffered either, nothing can ever arrive. Waiting would be
@@ -201,10 +234,48 @@ StepExperience QueueSource::next_batch() {
   return out;
 }
 
+std::vector<runtime::ExperienceRecord> QueueSource::scatter_batch(const std::vector<runtime::ExperienceRecord>& batch) {
+  const size_t R = static_cast<size_t>(ctx_.world);
+  std::vector<std::string> parts;
+  if (lead()) {
+    std::vector<runtime::ByteWriter> w(R);
+    for (auto& x : w) x.put<uint32_t>(static_cast<uint32_t>(batch.size() / R));
+    for (size_t i = 0; i < batch.size(); ++i) w[i % R].put_string(runtime::encode_experience(batch[i]));
+    for (auto& x : w) parts.push_back(std::move(x.bytes()));
+  }
+  const std::string mine = ctx_.dp->scatter(parts);
+  runtime::ByteReader rd(mine, "trainer group batch");
+  std::vector<runtime::ExperienceRecord> out(rd.get<uint32_t>());
+  for (auto& r : out) r = runtime::decode_experience(rd.get_string());
+  return out;
+}
+
+StepExperience QueueSource::next_batch() {
+  if (!ctx_.dp) {
+    StepExperience out = take_batch({});
+    batch_ = out.records;
+    return out;
+  }
+  StepExperience out;
+  on_lead("taking a batch of experience", [&](const ep::ControlGroup::Beat& beat) { out = take_batch(beat); });
+  batch_ = std::move(out.records);
+  out.records = scatter_batch(batch_);  // rank 0's own share too
+  return out;
+}
+
 void QueueSource::after_step(StepExperience& step) {
   train::TrainerState& state = ctx_.state;
+  // Collective in a trainer group: every rank writes its shard, rank 0 claims and commits.
+  const double t0 = now_seconds();
+  if (publisher_->due(state.policy_version)) {
+    state.policy_version = publisher_->publish(state.policy_version, *ctx_.policy, call_deadline(),
+                                               [this] { check_lease(); });
+  }
+  step.row["publish_s"] = now_seconds() - t0;
+  step.row["version"] = state.policy_version;
+  if (!lead()) return;
   int64_t samples = 0;
-  for (const auto& r : step.records) {
+  for (const auto& r : batch_) {
     samples += static_cast<int64_t>(r.samples.size());
     trained_ << nlohmann::json{{"step", state.rl_step}, {"task_id", r.task_id}, {"attempt", r.attempt},
                                {"cursor", r.cursor}, {"worker", r.worker_id},
@@ -215,13 +286,6 @@ void QueueSource::after_step(StepExperience& step) {
   trained_.flush();
   acc_.add(runtime::Counter::kSamplesTrained, samples);
   state.cursor = ctl_->data_cursor();
-  const double t0 = now_seconds();
-  if (publisher_->due(state.policy_version)) {
-    check_lease();
-    state.policy_version = publisher_->publish(state.policy_version, *ctx_.policy, call_deadline());
-  }
-  step.row["publish_s"] = now_seconds() - t0;
-  step.row["version"] = state.policy_version;
   runtime::AccountingReport rep = ctl_->report(call_deadline());
   step.row["queue_depth"] = rep.queue_depth;
   step.row["tasks_leased"] = o_.backends.queue->depth(call_deadline()).leased;
@@ -235,6 +299,7 @@ void QueueSource::after_step(StepExperience& step) {
   step.row["trainer_idle_fraction"] = rep.trainer_idle_fraction;
   step.row["rollout_idle_fraction"] = rep.rollout_idle_fraction;
   if (ctx_.cfg.rollout.dynamic_sampling) step.row["groups_filtered"] = rep.get(runtime::Counter::kGroupsFiltered);
+  if (ctx_.world > 1) step.row["records_surplus"] = surplus_;
 }
 
 nlohmann::json QueueSource::snapshot() {
@@ -254,12 +319,21 @@ void QueueSource::checkpoint_committed() {
 }
 
 void QueueSource::finish() {
+  on_lead("finishing the async run", [&](const ep::ControlGroup::Beat& beat) { finish_lead(beat); });
+}
+
+void QueueSource::finish_lead(const ep::ControlGroup::Beat& beat) {
   const runtime::RuntimeConfig& rt = ctx_.cfg.runtime;
   // Redelivered copies of tasks already trained (a worker died between put and ack) may
   // still be queued: let the workers finish and ack them, so the queue ends empty.
+  double last_beat = now_seconds();
   for (Deadline settle = Deadline::after_seconds(3 * rt.lease_seconds + 10); !settle.expired();) {
     if (o_.backends.queue->depth(call_deadline()).queued() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (beat && now_seconds() - last_beat >= kBeatSeconds) {
+      beat();
+      last_beat = now_seconds();
+    }
   }
   // The run is over: workers drain when they see this marker.
   ctx_.store->put(rollout::kRunDoneKey, std::to_string(ctx_.state.policy_version));
@@ -270,6 +344,7 @@ void QueueSource::add_summary(nlohmann::json& summary) {
   summary["queue_url"] = runtime::redact_url(ctx_.cfg.runtime.queue_url);
   summary["num_workers"] = ctx_.cfg.rollout.num_workers;
   if (ctl_) summary["accounting"] = ctl_->report(call_deadline()).to_json();
+  if (ctx_.world > 1) summary["records_surplus"] = surplus_;
 }
 
 }  // namespace moerl::job

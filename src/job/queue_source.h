@@ -12,8 +12,13 @@
 //
 //   QueueSource src(ctx, {.backends = runtime::open_backends(cfg.runtime)});
 //   run_trainer_loop(ctx, src);      // `moerl trainer`
-// One trainer rank only (expert parallelism in the async roles is not built: the constructor
-// says so). Not thread-safe: the trainer thread drives it; the backends are shared.
+// A trainer group (ep.size ranks under `moerl launch`) is ONE consumer: rank 0 alone holds
+// the lease, the controller, the lineage and trained.jsonl, takes each step's batch (a
+// multiple of the group's size: a short batch waits for more, and only the run's last
+// remainder, fewer records than ranks, goes untrained as surplus) and scatters it, record i
+// to rank i mod R; publication is collective (each rank writes its shard of the version).
+// Rank 0's failures reach every rank as moerl::Error (ep::ControlGroup::lead_runs). Not
+// thread-safe: the trainer thread drives it; the backends are shared.
 #pragma once
 
 #include <fstream>
@@ -59,6 +64,17 @@ class QueueSource final : public ExperienceSource {
   Deadline call_deadline() const;
 
   void check_lease();  // throws once another trainer took the namespace
+  bool lead() const { return ctx_.lead(); }
+  // Runs `fn` on rank 0 (with a beat, for work of unbounded length); its failure reaches
+  // every rank of a trainer group.
+  void on_lead(const std::string& what, const std::function<void(const ep::ControlGroup::Beat&)>& fn);
+  void start_lead();            // lease, lineage, controller, restore (rank 0)
+  // The whole step's records (rank 0); `beat` (may be empty) is called at least every
+  // kBeatSeconds while it waits, so a trainer group's other ranks wait it out.
+  StepExperience take_batch(const ep::ControlGroup::Beat& beat);
+  void finish_lead(const ep::ControlGroup::Beat& beat);
+  // Rank 0's batch split over the ranks: each returns its share (record i to rank i mod R).
+  std::vector<runtime::ExperienceRecord> scatter_batch(const std::vector<runtime::ExperienceRecord>& batch);
 
   RunContext& ctx_;
   QueueSourceOptions o_;
@@ -73,6 +89,8 @@ class QueueSource final : public ExperienceSource {
   // resume that falls back from a damaged newest checkpoint still finds its records.
   std::optional<runtime::BufferSnapshot> committed_before_;
   std::ofstream trained_;                           // trained.jsonl
+  std::vector<runtime::ExperienceRecord> batch_;    // rank 0: the step's whole batch (every rank's share)
+  int64_t surplus_ = 0;                             // records left untrained at the run's end (several ranks)
 };
 
 }  // namespace moerl::job

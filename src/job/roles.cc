@@ -6,6 +6,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "job/gpu_paths.h"
+#include "job/ep_join.h"
 #include "job/inline_source.h"
 #include "job/local_launcher.h"
 #include "job/metrics_endpoint.h"
@@ -24,13 +25,7 @@ nlohmann::json run_job(const JobConfig& cfg, const JobOptions& options) {
 
 nlohmann::json run_trainer_role(const JobConfig& cfg, const JobOptions& options, QueueSourceOptions source) {
   if (!source.backends.queue) source.backends = runtime::open_backends(cfg.runtime);
-  if (cfg.ep_size > 1) {
-    MOERL_LOG(WARN) << "trainer: ep.size=" << cfg.ep_size << " is not applied in the async trainer role: it runs as "
-                    << "one rank holding every expert (expert parallelism in the async roles is not built yet)";
-  }
-  JobOptions single = options;
-  single.ranks = TrainerRanks::kSingle;
-  RunContext ctx(cfg, single);
+  RunContext ctx(cfg, options);  // ep.size ranks: one trainer group, one consumer (QueueSource)
   QueueSource queue(ctx, std::move(source));
   return run_trainer_loop(ctx, queue);
 }
@@ -47,20 +42,28 @@ rollout::WorkerSetup worker_setup(const JobConfig& cfg, const model::Tokenizer& 
 
 int run_rollout_role(const JobConfig& cfg, const RolloutRoleOptions& options) {
   enable_gpu_paths_for(cfg);
+  // rollout.ep_size ranks: one instance, one worker toward the queue, named by rank 0's id.
+  RolloutInstance instance = join_rollout_instance(cfg);
+  const int rank = instance.control ? instance.control->rank() : 0;
+  const std::string worker_id = instance.control ? instance.control->broadcast(options.worker_id) : options.worker_id;
+  MOERL_LOG(INFO) << "rollout worker id " << worker_id << (instance.control ? ", rank " + std::to_string(rank) : "");
   runtime::DrainController drain(cfg.runtime.drain_seconds);
   runtime::DrainController::install_signal_handlers(&drain);
   std::unique_ptr<model::Tokenizer> tok = make_job_tokenizer(cfg);
   std::unique_ptr<store::ObjectStore> store = store::open_store(job_store_uri(cfg, options.run_dir));
   rollout::WorkerOptions wo;
-  wo.worker_id = options.worker_id;
-  wo.scratch_dir = (std::filesystem::path(options.run_dir) / "scratch" / options.worker_id).string();
+  wo.worker_id = worker_id;
+  const std::filesystem::path scratch = std::filesystem::path(options.run_dir) / "scratch" / worker_id;
+  wo.scratch_dir = (instance.control ? scratch / ("rank-" + std::to_string(rank)) : scratch).string();
   wo.max_tasks = options.max_tasks;
   wo.intra_op_threads = options.intra_op_threads;
   wo.model = cfg.model.options(true);
-  std::unique_ptr<metrics::MetricsServer> endpoint =
-      start_metrics_endpoint(cfg.metrics, "rollout", {{"worker", options.worker_id}});
+  wo.model.ep_group = instance.ep;
+  wo.instance = instance.control;
+  std::unique_ptr<metrics::MetricsServer> endpoint;
+  if (rank == 0) endpoint = start_metrics_endpoint(cfg.metrics, "rollout", {{"worker", worker_id}});
   rollout::RolloutWorker w(worker_setup(cfg, *tok),
-                           runtime::metered_worker_backends(runtime::open_backends(cfg.runtime), options.worker_id,
+                           runtime::metered_worker_backends(runtime::open_backends(cfg.runtime), worker_id,
                                                             metrics::default_registry()),
                            *store, wo);
   rollout::WorkerStats st = w.run(drain);
@@ -69,13 +72,17 @@ int run_rollout_role(const JobConfig& cfg, const RolloutRoleOptions& options) {
   try {
     remove_tree(wo.scratch_dir);
   } catch (const Error& e) {
-    MOERL_LOG(WARN) << options.worker_id << ": could not remove its scratch dir: " << e.what();
+    MOERL_LOG(WARN) << worker_id << ": could not remove its scratch dir: " << e.what();
   }
   // A drain (SIGTERM, Spot notice, the trainer's end) bounds the wait by what is left of it.
   finish_metrics_endpoint(endpoint.get(), cfg.metrics, "rollout", drain.remaining_seconds());
   runtime::DrainController::install_signal_handlers(nullptr);
-  MOERL_LOG(INFO) << options.worker_id << ": exit (" << st.loop.completed << " tasks, " << st.batches
-                  << " batches, versions " << st.first_version << ".." << st.last_version << ")";
+  MOERL_LOG(INFO) << worker_id << (rank > 0 ? " rank " + std::to_string(rank) : std::string()) << ": exit ("
+                  << st.loop.completed << " tasks, " << st.batches << " batches, versions " << st.first_version << ".."
+                  << st.last_version << (st.version_splits ? ", " + std::to_string(st.version_splits) +
+                                                                 " batches waited for every rank to stage a version"
+                                                           : std::string())
+                  << ")";
   return st.loop.exit_code;
 }
 

@@ -3,8 +3,10 @@
 //                      runtime.mode = "async", the trainer and rollout.num_workers workers on
 //                      this machine (job/local_launcher.h);
 //   run_trainer_role   `moerl trainer`: the async trainer over the queue [runtime] names;
-//   run_rollout_role   `moerl rollout`: one rollout worker process (a pod of the rollout
-//                      Deployment); SIGTERM or a Spot notice drains it.
+//                      ep.size ranks under `moerl launch` are ONE trainer group;
+//   run_rollout_role   `moerl rollout`: one rollout worker (a pod of the rollout Deployment):
+//                      a process, or rollout.ep_size ranks under `moerl launch` forming one
+//                      instance (rollout/instance.h); SIGTERM or a Spot notice drains it.
 //
 //   JobConfig cfg = JobConfig::load("examples/demo.toml", {});
 //   nlohmann::json summary = run_job(cfg, {.run_dir = "runs/demo"});

@@ -14,6 +14,7 @@
 #include "job/ep_join.h"
 #include "job/gpu_paths.h"
 #include "job/metrics_endpoint.h"
+#include "model/expert_names.h"
 #include "store/commit.h"
 #include "train/ep_checkpoint.h"
 #include "train/reward_model.h"
@@ -44,6 +45,17 @@ std::unique_ptr<model::Tokenizer> make_job_tokenizer(const JobConfig& cfg) {
   return model::load_tokenizer(cfg.model.init);
 }
 
+model::Model make_job_model(const JobConfig& cfg, const model::Tokenizer& tok, const model::ModelOptions& options) {
+  if (cfg.model.init != "random") return model::load_model(cfg.model.init, options);
+  io::HfConfig arch = cfg.model.arch;
+  arch.vocab_size = tok.vocab_size();
+  arch.bos_token_id = tok.bos_id();
+  arch.eos_token_id = tok.eos_id();
+  arch.pad_token_id = tok.pad_id();
+  arch.validate("[model]");
+  return model::init_random(arch, cfg.model.seed, options);
+}
+
 std::string tokenizer_source(const JobConfig& cfg) {
   return cfg.model.init == "random" ? "the character tokenizer of model.init = \"random\""
                                     : "the tokenizer in " + cfg.model.init;
@@ -55,11 +67,9 @@ std::string job_store_uri(const JobConfig& cfg, const std::string& run_dir) {
 
 RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::move(o)) {
   enable_gpu_paths_for(cfg);
-  if (opts.ranks == TrainerRanks::kExpertParallel) {
-    EpJoin ep = join_ep(cfg);
-    ep_group = std::move(ep.group);
-    dp = std::move(ep.dp);
-  }
+  EpJoin ep = join_ep(cfg);
+  ep_group = std::move(ep.group);
+  dp = std::move(ep.dp);
   if (dp) {
     rank = dp->rank();
     world = dp->world_size();
@@ -79,17 +89,7 @@ RunContext::RunContext(const JobConfig& c, JobOptions o) : cfg(c), opts(std::mov
   mo.ep_group = ep_group;
   tok = make_job_tokenizer(cfg);
   task = task_for_tokenizer(cfg.task, cfg.chat, *tok, tokenizer_source(cfg));
-  if (cfg.model.init == "random") {
-    io::HfConfig arch = cfg.model.arch;
-    arch.vocab_size = tok->vocab_size();
-    arch.bos_token_id = tok->bos_id();
-    arch.eos_token_id = tok->eos_id();
-    arch.pad_token_id = tok->pad_id();
-    arch.validate("[model]");
-    policy = std::make_unique<model::Model>(model::init_random(arch, cfg.model.seed, mo));
-  } else {
-    policy = std::make_unique<model::Model>(model::load_model(cfg.model.init, mo));
-  }
+  policy = std::make_unique<model::Model>(make_job_model(cfg, *tok, mo));
   const std::string uri = job_store_uri(cfg, opts.run_dir);
   store = store::open_store(uri);
   trainer = std::make_unique<train::PolicyTrainer>(*policy, nullptr, cfg.train.trainer, tok->pad_id());
@@ -216,7 +216,7 @@ int64_t RunContext::num_parameters() {
   if (!dp) return n;
   double experts = 0;  // dense once, every rank's experts
   for (const auto& [name, p] : policy->params()) {
-    if (train::is_expert_param(name)) experts += static_cast<double>(p.numel());
+    if (model::is_routed_expert(name)) experts += static_cast<double>(p.numel());
   }
   return n + static_cast<int64_t>(dp->sum({experts})[0] - experts);
 }

@@ -1,6 +1,6 @@
 // RunContext: what the trainer process of a job holds, built once by its constructor: the
 // tokenizer, the policy and its PolicyTrainer, the object store, the EP group and the
-// data-parallel group of an expert-parallel run (ep.size > 1, under `moerl launch`), the
+// data-parallel group of a trainer group (ep.size > 1 ranks under `moerl launch`), the
 // trainer state restored from the newest checkpoint, and rank 0's metrics (metrics.jsonl, and
 // with [metrics] on, TensorBoard events and the Prometheus endpoint). The trainer
 // loop (job/trainer_loop.h) and both experience sources (inline = sync, queue = async) work
@@ -34,11 +34,6 @@
 
 namespace moerl::job {
 
-// How the trainer's ranks are formed. kExpertParallel: ep.size ranks started by `moerl
-// launch` (one rank when ep.size = 1). kSingle: one rank holding every expert whatever ep.size
-// says: the async trainer role, until expert parallelism exists in the async roles.
-enum class TrainerRanks { kExpertParallel, kSingle };
-
 struct JobOptions {
   std::string run_dir = "runs/latest";
   bool resume = true;  // resume from the newest checkpoint in the store if there is one
@@ -49,7 +44,6 @@ struct JobOptions {
   // Intra-op threads of the trainer; 0 = train.threads (the local async launcher sets 1 so
   // the trainer and its worker threads do not fight over one pool).
   int intra_op_threads = 0;
-  TrainerRanks ranks = TrainerRanks::kExpertParallel;
 };
 
 inline constexpr const char* kCheckpointRoot = "ckpt";
@@ -57,6 +51,9 @@ inline constexpr const char* kCheckpointRoot = "ckpt";
 // The tokenizer the job uses ([model] init: "random" -> character tokenizer, else the
 // directory's tokenizer).
 std::unique_ptr<model::Tokenizer> make_job_tokenizer(const JobConfig& cfg);
+// The job's starting policy: [model] init = "random" (the arch with `tok`'s vocabulary and
+// special ids, model.seed) or the checkpoint directory it names.
+model::Model make_job_model(const JobConfig& cfg, const model::Tokenizer& tok, const model::ModelOptions& options);
 // What that tokenizer is, for messages ("the tokenizer in DIR").
 std::string tokenizer_source(const JobConfig& cfg);
 // [store] uri, or <run_dir>/store.

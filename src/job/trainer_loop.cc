@@ -92,16 +92,20 @@ void anchor_reference(RunContext& ctx, ExperienceSource& source) {
 
 // One rank's step statistics -> the whole step's: losses and token means averaged over
 // ranks (each rank's loss is normalised over its own batch: the objective is their mean),
-// reward mean/std over all samples, samples and tokens summed, phase times averaged.
+// reward mean/std over all samples, samples and tokens summed, phase times averaged; the
+// source's generation figures and flat groups summed (StepExperience says how each source
+// splits them over ranks).
 void average_over_ranks(train::DataParallel& dp, StepStats& st, int64_t& resp_tokens, int64_t& all_tokens,
-                        double (&phase_s)[3]) {
+                        double (&phase_s)[3], StepExperience& exp, int64_t& flat_groups) {
   const double n = static_cast<double>(st.num_samples);
   const double sum = st.reward_mean * n;
   const double sumsq = st.reward_std * st.reward_std * (n - 1) + n * st.reward_mean * st.reward_mean;
   std::vector<double> s = dp.sum({sum, sumsq, n, static_cast<double>(resp_tokens), static_cast<double>(all_tokens),
                                   st.response_len * n, st.loss, st.pg_loss, st.value_loss, st.kl, st.entropy,
                                   st.aux_loss, st.clip_frac, st.approx_kl, st.behav_weight, phase_s[0], phase_s[1],
-                                  phase_s[2], st.behav_capped_frac, st.mismatch_abs, st.mismatch_kl});
+                                  phase_s[2], st.behav_capped_frac, st.mismatch_abs, st.mismatch_kl,
+                                  static_cast<double>(exp.generated_tokens), exp.generate_seconds,
+                                  static_cast<double>(flat_groups)});
   const double N = std::max(1.0, s[2]), R = dp.world_size();
   st.num_samples = static_cast<int64_t>(s[2]);
   st.reward_mean = s[0] / N;
@@ -114,6 +118,9 @@ void average_over_ranks(train::DataParallel& dp, StepStats& st, int64_t& resp_to
   st.behav_weight = s[14] / R;
   for (int i = 0; i < 3; ++i) phase_s[i] = s[15 + i] / R;
   st.behav_capped_frac = s[18] / R, st.mismatch_abs = s[19] / R, st.mismatch_kl = s[20] / R;
+  exp.generated_tokens = static_cast<int64_t>(s[21]);
+  exp.generate_seconds = s[22];
+  flat_groups = static_cast<int64_t>(s[23]);
 }
 
 // Runs RL steps until train.steps (or the source runs dry). False when stopped early
@@ -140,11 +147,9 @@ bool rl_phase(RunContext& ctx, ExperienceSource& source, Totals& tot) {
       resp_tokens += runtime::total_response_tokens(r);
       for (const auto& s : r.samples) all_tokens += s.prompt_tokens.size() + s.response_tokens.size();
     }
-    if (ctx.dp) {
-      average_over_ranks(*ctx.dp, st, resp_tokens, all_tokens, phase_s);
-      exp.generated_tokens = resp_tokens;  // all ranks' (no dynamic sampling with ep.size > 1)
-      exp.generate_seconds = phase_s[0];
-    }
+    int64_t flat_groups = std::count_if(exp.records.begin(), exp.records.end(),
+                                        [](const runtime::ExperienceRecord& r) { return !runtime::has_signal(r); });
+    if (ctx.dp) average_over_ranks(*ctx.dp, st, resp_tokens, all_tokens, phase_s, exp, flat_groups);
     const double step_s = phase_s[0] + phase_s[1] + phase_s[2];
     tot.step_seconds += step_s;
     tot.train_seconds += phase_s[1];
@@ -165,8 +170,7 @@ bool rl_phase(RunContext& ctx, ExperienceSource& source, Totals& tot) {
                           {"response_len", st.response_len}, {"samples", st.num_samples},
                           {"experience_s", phase_s[0]}, {"train_s", phase_s[1]}, {"step_s", step_s},
                           {"rollout_tokens_per_s", gen_rate}};
-    row["flat_groups"] = std::count_if(exp.records.begin(), exp.records.end(),
-                                       [](const runtime::ExperienceRecord& r) { return !runtime::has_signal(r); });
+    row["flat_groups"] = flat_groups;
     row.update(exp.row);
     if (t.eval_every > 0 && state.rl_step % t.eval_every == 0 && state.rl_step < t.steps) {
       row["eval_reward"] = ctx.eval("periodic").mean_reward;

@@ -37,10 +37,13 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
   std::vector<Generation> out(B);
   if (config.max_new_tokens == 0) return out;
   if (B == 0) {
-    if (config.all_done) {
-      throw Error("lockstep generation got no prompts on this rank",
-                  "give every expert-parallel rank at least one prompt (shard prompts so each gets one)");
-    }
+    if (!config.all_done) return out;
+    // Lockstep (EP): dispatch/combine are collective, so a rank with no prompts still makes
+    // every forward call the others make, on one placeholder row whose output is dropped.
+    GenerateConfig placeholder = config;
+    placeholder.record_routing = false;
+    placeholder.stop = nullptr;
+    generate(model, {{config.pad_id}}, placeholder);
     return out;
   }
   int64_t Tp = 0;

@@ -8,8 +8,8 @@
 //   out[0].tokens, out[0].logprobs, out[0].finish == FinishReason::kEos
 //
 // Runs under inference mode (no autograd graph). Not thread-safe for one Model.
-// Deterministic for a fixed seed, batch and model. Errors: empty prompts, ids out of range,
-// no prompts on a rank under lockstep (all_done set).
+// Deterministic for a fixed seed, batch and model. Errors: empty prompts, ids out of range.
+// Under lockstep (all_done set) a rank with no prompts takes part on a placeholder row.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,7 @@ struct GenerateConfig {
   // Expert-parallel lockstep: dispatch/combine are collective, so every rank must make the
   // same number of forward calls. Given whether all of this rank's rows are finished, returns
   // whether every rank's are (called once per decode step on every rank). Null: this rank
-  // alone decides. Ranks may hold different numbers of rows (at least one each).
+  // alone decides. Ranks may hold different numbers of rows (none: a placeholder row).
   std::function<bool(bool)> all_done;
   // Routing replay (R3): record, per row, the experts every fed token was routed to in every
   // MoE layer (Generation::routed_experts).

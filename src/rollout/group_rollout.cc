@@ -84,7 +84,9 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
     }
   }
   double t1 = now_seconds();
-  std::vector<double> rewards = reward_.score(items, completions);
+  // NOTE: a rank of an instance with no units of a batch still generated (a placeholder row,
+  // for the lockstep) but has nothing to score.
+  std::vector<double> rewards = items.empty() ? std::vector<double>() : reward_.score(items, completions);
   double reward_s = now_seconds() - t1;
   MOERL_CHECK_EQ(rewards.size(), gens.size());
 

@@ -1,5 +1,6 @@
 // The rollout worker role: version staging/activation around runtime::run_worker_loop, whose
-// batch function generates the tasks of one lease in one batched call.
+// batch function generates the tasks of one lease in one batched call; on an instance of
+// several ranks, the leader's loop and the followers' (rollout/instance.h).
 #include "rollout/worker.h"
 
 #include <ATen/Parallel.h>
@@ -54,6 +55,15 @@ RolloutWorker::RolloutWorker(WorkerSetup setup, runtime::RuntimeBackends backend
   if (!setup_.tokenizer || !setup_.reward || !backends_.queue || !backends_.buffer || !backends_.weights) {
     throw Error("rollout worker " + options_.worker_id + ": setup lacks a tokenizer, reward, queue, buffer or registry",
                 "build WorkerSetup from the job config and open_backends()", ErrorCode::kInvalidInput);
+  }
+  if (options_.instance && options_.instance->world_size() > 1) {
+    if (!options_.model.ep_group || options_.model.ep_group->world_size() != options_.instance->world_size()) {
+      throw Error("rollout worker " + options_.worker_id + ": an instance of " +
+                      std::to_string(options_.instance->world_size()) + " ranks needs an EP group of as many ranks",
+                  "build both from the same launch (job::join_rollout_instance)", ErrorCode::kInvalidInput);
+    }
+    link_ = std::make_unique<InstanceLink>(options_.instance);
+    wanted_ = local_tensors(*options_.model.ep_group);
   }
 }
 
@@ -115,17 +125,42 @@ StagedWeights RolloutWorker::stage(const std::string& location, const std::strin
     }
     return StagedWeights{.version = snap->version, .dir = "", .params = snap->params};
   }
-  return fetch_weights(store_, location, scratch);
+  return fetch_weights(store_, location, scratch, wanted_);
 }
 
-void RolloutWorker::activate_staged() {
+void RolloutWorker::agree_drain(bool draining_somewhere, runtime::DrainController& drain) {
+  if (draining_somewhere && drain.state() == runtime::DrainState::kRunning) {
+    drain.request_drain("another rank of rollout instance " + options_.worker_id + " is draining");
+  }
+}
+
+void RolloutWorker::sync_version(runtime::DrainController& drain) {
   std::optional<StagedWeights> w;
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, kStagingWait, [&] { return stop_ || staged_version_ >= announced_version_; });
-    if (!staged_ || staged_->version <= active_version_) return;
+    if (staged_ && staged_->version <= active_version_) staged_.reset();
     w = std::move(staged_);
     staged_.reset();
+  }
+  uint64_t use = w ? w->version : active_version_;
+  if (link_) {
+    // NOTE: the candidate is out of staged_, so the stager cannot swap it between the agreement
+    // and the activation: every rank activates exactly the agreed version or none.
+    InstanceAgreement a = link_->agree(drain.state() != runtime::DrainState::kRunning, use);
+    agree_drain(a.draining, drain);
+    use = a.common_staged();
+    if (w && use != w->version) ++stats_.version_splits;
+  }
+  if (!w) return;
+  if (use != w->version) {  // another rank lacks it: keep it staged unless a newer one came
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!staged_) {
+      staged_ = std::move(w);
+    } else if (!w->dir.empty()) {
+      remove_tree(w->dir);
+    }
+    return;
   }
   policy_->load_weights(w->params);
   active_version_ = w->version;
@@ -133,19 +168,12 @@ void RolloutWorker::activate_staged() {
   if (!w->dir.empty()) remove_tree(w->dir);
 }
 
-WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Accounting* accounting) {
-  if (options_.intra_op_threads > 0) at::set_num_threads(options_.intra_op_threads);
-  fs::create_directories(options_.scratch_dir);
-  // Late joiners start from the newest version.
+std::optional<std::string> RolloutWorker::wait_first_location(runtime::DrainController& drain) {
   Deadline first = Deadline::after_seconds(options_.first_version_seconds);
-  std::optional<runtime::WeightVersion> v;
   double last_warn = -1e9;
-  while (!v) {
-    if (drain.state() != runtime::DrainState::kRunning || store_.head(kRunDoneKey)) {
-      drain.mark_drained();
-      stats_.loop.final_state = drain.state();
-      return stats_;
-    }
+  while (true) {
+    if (drain.state() != runtime::DrainState::kRunning || store_.head(kRunDoneKey)) return std::nullopt;
+    std::optional<runtime::WeightVersion> v;
     try {
       v = backends_.weights->wait_newer(0, Deadline::after_seconds(0.5));
       if (!v) v = backends_.weights->latest(Deadline::after_seconds(5));  // version 0 itself
@@ -159,34 +187,123 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    if (!v && first.expired()) {
+    if (v) return v->location;
+    if (first.expired()) {
       throw Error("rollout worker " + options_.worker_id + ": no policy version was published within " +
                       std::to_string(options_.first_version_seconds) + " s",
                   "start the trainer (moerl trainer CONFIG) with the same [runtime] queue_url and namespace",
                   ErrorCode::kTimeout);
     }
+    if (link_) link_->group().broadcast("W");  // a heartbeat: the followers keep waiting
   }
+}
+
+bool RolloutWorker::load_first_version(runtime::DrainController& drain) {
   for (int attempt = 0;; ++attempt) {
+    // The leader picks the version ("L" + location; "S": drained first), every rank loads it.
+    std::string pick;
+    if (leader()) {
+      std::optional<std::string> loc = wait_first_location(drain);
+      pick = loc ? "L" + *loc : "S";
+    }
+    if (link_) {
+      do {
+        pick = link_->group().broadcast(pick);
+      } while (pick == "W");
+    }
+    if (pick == "S") return false;
+    const std::string location = pick.substr(1);
+    std::string failure;
     try {
-      if (auto snap = options_.handoff ? options_.handoff->get(v->location) : nullptr) {
+      if (auto snap = options_.handoff ? options_.handoff->get(location) : nullptr) {
         model::Params own;  // the model takes over its tensors: never the shared snapshot's
         for (const auto& [name, t] : snap->params) own.emplace(name, t.clone());
         policy_ = std::make_unique<model::Model>(snap->config, std::move(own), options_.model);
         active_version_ = snap->version;
-        break;
+      } else {
+        StagedWeights w = fetch_weights(store_, location, (fs::path(options_.scratch_dir) / "init").string(), wanted_);
+        policy_ = std::make_unique<model::Model>(model::load_model(w.dir, options_.model));
+        active_version_ = w.version;
+        remove_tree(w.dir);
       }
-      StagedWeights w = fetch_weights(store_, v->location, (fs::path(options_.scratch_dir) / "init").string());
-      policy_ = std::make_unique<model::Model>(model::load_model(w.dir, options_.model));
-      active_version_ = w.version;
-      remove_tree(w.dir);
-      break;
     } catch (const Error& e) {
-      if (attempt >= 20) throw;
-      MOERL_LOG(WARN) << options_.worker_id << ": loading " << v->location << " failed (" << e.what()
-                      << "); trying the newest version";
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      if (auto nv = backends_.weights->latest(Deadline::after_seconds(5))) v = nv;
+      failure = e.what();
     }
+    // Every rank must hold the same version: a failure anywhere makes all of them retry.
+    const bool failed = link_ ? link_->group().any(!failure.empty()) : !failure.empty();
+    if (!failed) return true;
+    if (attempt >= 20) {
+      throw Error("rollout worker " + options_.worker_id + ": could not load the first policy version " + location +
+                      (failure.empty() ? " on another rank of the instance" : ": " + failure),
+                  "check that the store holds the trainer's weights/ (the same [store] uri or --run-dir)",
+                  ErrorCode::kUnavailable);
+    }
+    MOERL_LOG(WARN) << options_.worker_id << ": loading " << location << " failed ("
+                    << (failure.empty() ? "on another rank" : failure) << "); trying the newest version";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+std::vector<std::optional<runtime::ExperienceRecord>> RolloutWorker::run_batch(GroupRollout& gen,
+                                                                               const InstanceMessage& m,
+                                                                               runtime::DrainController& drain) {
+  const size_t n = m.units.size();
+  std::vector<std::optional<runtime::ExperienceRecord>> out;
+  sync_version(drain);
+  const runtime::WorkContext ctx(drain, drain_margin_);
+  if (!link_ && ctx.should_abort()) return decltype(out)(n);  // hand the batch back
+  const int rank = link_ ? link_->rank() : 0;
+  const std::vector<runtime::TaskUnit> units = link_ ? link_->share(m.units) : m.units;
+  const uint64_t stream = std::hash<std::string>{}(options_.worker_id) + static_cast<uint64_t>(rank);
+  std::function<bool()> cancel = [&ctx] { return ctx.should_abort(); };
+  if (link_) {
+    lockstep_ = std::make_unique<LockstepGeneration>(link_->group(), cancel);
+    cancel = [this] { return lockstep_->cancel(); };
+  }
+  std::vector<runtime::ExperienceRecord> recs;
+  try {
+    // A drain whose deadline (less the margin) arrives mid-batch abandons the generation (on
+    // every rank of an instance at the same decode step).
+    recs = gen.run(units, mix_seed(setup_.seed, stream, m.batch), active_version_, cancel);
+  } catch (const moerl::model::GenerationCancelled& c) {
+    MOERL_LOG(WARN) << options_.worker_id << ": drain deadline reached " << c.steps() << " tokens into a batch of "
+                    << n << " task(s); handing them back";
+    return decltype(out)(n);
+  }
+  ++stats_.batches;
+  stats_.last_version = active_version_;
+  MOERL_CHECK_EQ(recs.size(), units.size());  // gen.run answers every unit, in order
+  if (link_) recs = link_->collect(recs, n);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    recs[i].attempt = m.units[i].attempt;
+    recs[i].cursor = m.units[i].cursor;
+    recs[i].worker_id = options_.worker_id;
+    out.push_back(std::move(recs[i]));
+  }
+  return out;
+}
+
+void RolloutWorker::follow(GroupRollout& gen, runtime::DrainController& drain) {
+  while (true) {
+    InstanceMessage m = link_->receive();
+    if (m.command == InstanceCommand::kStop) break;
+    if (m.command == InstanceCommand::kIdle) {
+      agree_drain(link_->agree(drain.state() != runtime::DrainState::kRunning, 0).draining, drain);
+      continue;
+    }
+    run_batch(gen, m, drain);
+  }
+  if (drain.state() == runtime::DrainState::kDraining) drain.mark_drained();
+  stats_.loop.final_state = drain.state();
+}
+
+WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Accounting* accounting) {
+  if (options_.intra_op_threads > 0) at::set_num_threads(options_.intra_op_threads);
+  fs::create_directories(options_.scratch_dir);
+  if (!load_first_version(drain)) {  // late joiners start from the newest version
+    drain.mark_drained();
+    stats_.loop.final_state = drain.state();
+    return stats_;
   }
   stats_.first_version = active_version_;
   {
@@ -195,7 +312,7 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
   }
   stager_ = std::thread([this, &drain] { stage_loop(&drain); });
   std::unique_ptr<runtime::SpotWatcher> spot;
-  if (setup_.runtime.spot_enabled) {
+  if (setup_.runtime.spot_enabled && leader()) {  // one node, one notice: the leader's
     spot = std::make_unique<runtime::SpotWatcher>(setup_.runtime.spot, [&drain](const runtime::SpotNotice& n) {
       drain.request_drain("spot notice: " + n.action + " at " + n.time);
     });
@@ -203,42 +320,32 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
   }
 
   SerializedReward reward(*setup_.reward);
-  GroupRollout gen(*policy_, *setup_.tokenizer, reward, setup_.gen, options_.worker_id);
-  const uint64_t stream = std::hash<std::string>{}(options_.worker_id);
-  // One lease's tasks in one generate() call, with one version (activated before it, never
-  // during it).
-  runtime::ProcessBatchFn process = [&](const std::vector<runtime::Lease>& leases,
-                                        const runtime::WorkContext& ctx) {
-    std::vector<std::optional<runtime::ExperienceRecord>> out;
-    if (ctx.should_abort()) return decltype(out)(leases.size());  // hand the batch back
-    std::vector<runtime::TaskUnit> units;
-    units.reserve(leases.size());
-    for (const runtime::Lease& l : leases) units.push_back(l.task);
-    activate_staged();
-    std::vector<runtime::ExperienceRecord> recs;
-    try {
-      // A drain whose deadline (less the margin) arrives mid-batch abandons the generation.
-      recs = gen.run(units, mix_seed(setup_.seed, stream, static_cast<uint64_t>(stats_.batches)), active_version_,
-                     [&ctx] { return ctx.should_abort(); });
-    } catch (const moerl::model::GenerationCancelled& c) {
-      MOERL_LOG(WARN) << options_.worker_id << ": drain deadline reached " << c.steps() << " tokens into a batch of "
-                      << units.size() << " task(s); handing them back";
-      return decltype(out)(leases.size());
-    }
-    ++stats_.batches;
-    stats_.last_version = active_version_;
-    MOERL_CHECK_EQ(recs.size(), units.size());  // gen.run answers every unit, in order
-    for (size_t i = 0; i < recs.size(); ++i) {
-      recs[i].attempt = units[i].attempt;
-      recs[i].cursor = units[i].cursor;
-      recs[i].worker_id = options_.worker_id;
-      out.push_back(std::move(recs[i]));
-    }
-    return out;
-  };
+  RolloutConfig rc = setup_.gen;
+  if (link_) rc.all_done = [this](bool local_done) { return lockstep_->all_done(local_done); };
+  GroupRollout gen(*policy_, *setup_.tokenizer, reward, rc, options_.worker_id);
   runtime::WorkerLoopConfig lc = runtime::worker_loop_config(setup_.runtime, options_.worker_id);
   lc.max_tasks = options_.max_tasks;
-  stats_.loop = runtime::run_worker_loop(lc, *backends_.queue, *backends_.buffer, drain, process, accounting);
+  drain_margin_ = lc.drain_margin_seconds;
+  if (!leader()) {
+    follow(gen, drain);
+  } else {
+    // One lease's tasks in one generate() call (spread over the instance's ranks), with one
+    // version, activated before it, never during it.
+    runtime::ProcessBatchFn process = [&](const std::vector<runtime::Lease>& leases, const runtime::WorkContext&) {
+      InstanceMessage m{.command = InstanceCommand::kBatch, .batch = static_cast<uint64_t>(stats_.batches)};
+      for (const runtime::Lease& l : leases) m.units.push_back(l.task);
+      if (link_) link_->send(m);
+      return run_batch(gen, m, drain);
+    };
+    if (link_) {
+      lc.on_idle = [&] {
+        link_->send({.command = InstanceCommand::kIdle});
+        agree_drain(link_->agree(drain.state() != runtime::DrainState::kRunning, 0).draining, drain);
+      };
+    }
+    stats_.loop = runtime::run_worker_loop(lc, *backends_.queue, *backends_.buffer, drain, process, accounting);
+    if (link_) link_->send({.command = InstanceCommand::kStop});
+  }
   if (spot) spot->stop();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -8,7 +8,11 @@
 // newest announced version: if its staging is under way, the worker waits for it (bounded),
 // since a batch started on the older one would reach the trainer a version staler. The loop
 // hands the worker each lease() batch whole: its tasks are generated together in ONE batched
-// generate() call, sampled with mix_seed(setup.seed, hash(worker_id), batch count).
+// generate() call, sampled with mix_seed(setup.seed, hash(worker_id) + rank, batch count).
+// A worker may be one rollout instance of several ranks (options.instance; rollout/instance.h):
+// then every rank runs a RolloutWorker over its share of the experts, rank 0 alone leases,
+// puts and acks, each batch's units are spread over the ranks, and each rank stages only the
+// files of a published version that hold its tensors.
 //
 //   RolloutWorker w(setup, backends, store, {.worker_id = "pod-3", .scratch_dir = "/tmp/w3"});
 //   runtime::WorkerLoopResult r = w.run(drain);   // returns after a drain or the trainer's end
@@ -27,7 +31,9 @@
 
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "ep/torch/control_group.h"
 #include "rollout/group_rollout.h"
+#include "rollout/instance.h"
 #include "rollout/weight_handoff.h"
 #include "rollout/weight_publisher.h"
 #include "runtime/accounting.h"
@@ -56,6 +62,9 @@ struct WorkerOptions {
   // In-process workers: the trainer's in-memory versions ("memory:vN" locations). Without
   // it, every version is read from the object store.
   std::shared_ptr<const WeightHandoff> handoff;
+  // The ranks of a multi-rank rollout instance (with model.ep_group sharding the experts
+  // the same way); null or one rank: a single-process worker.
+  std::shared_ptr<ep::ControlGroup> instance;
 };
 
 // The object-store key a trainer writes when the run is over; workers drain when they see it.
@@ -67,6 +76,7 @@ struct WorkerStats {
   uint64_t last_version = 0;
   int64_t activations = 0;   // versions activated after the first
   int64_t batches = 0;       // generate() calls
+  int64_t version_splits = 0;  // batches run on the active version because ranks had staged different ones
 };
 
 class RolloutWorker {
@@ -78,14 +88,30 @@ class RolloutWorker {
   RolloutWorker& operator=(const RolloutWorker&) = delete;
 
   // Loads the newest version, then runs the worker loop until `drain` completes (SIGTERM,
-  // Spot notice, request_drain) or the trainer marks the run done.
+  // Spot notice, request_drain) or the trainer marks the run done. On a follower rank of an
+  // instance: follows the leader's messages until it stops.
   WorkerStats run(runtime::DrainController& drain, runtime::Accounting* accounting = nullptr);
 
  private:
+  bool leader() const { return !link_ || link_->leader(); }
+  // The first version, loaded on every rank (the leader picks it). False: drained first.
+  bool load_first_version(runtime::DrainController& drain);
+  // The newest announced version's location (leader); nullopt once draining.
+  std::optional<std::string> wait_first_location(runtime::DrainController& drain);
   void stage_loop(runtime::DrainController* drain);
-  // A version's weights from the handoff (dir empty) or fetched from the store into scratch.
+  // A version's weights from the handoff (dir empty) or fetched from the store into scratch
+  // (this rank's files only).
   StagedWeights stage(const std::string& location, const std::string& scratch);
-  void activate_staged();  // worker thread only, between generate() calls
+  // Between generate() calls: the newest staged version is activated when every rank of the
+  // instance has it (one rank: whenever there is one). Also agrees the instance's drain.
+  void sync_version(runtime::DrainController& drain);
+  // Every rank: one batch of the leader's message, this rank's share generated; the leader
+  // gets one entry per unit (nullopt: hand it back).
+  std::vector<std::optional<runtime::ExperienceRecord>> run_batch(GroupRollout& gen, const InstanceMessage& m,
+                                                                  runtime::DrainController& drain);
+  void follow(GroupRollout& gen, runtime::DrainController& drain);  // follower ranks
+  // Requests the local drain when the instance agreed that some rank drains.
+  void agree_drain(bool draining_somewhere, runtime::DrainController& drain);
 
   WorkerSetup setup_;
   runtime::RuntimeBackends backends_;
@@ -94,6 +120,10 @@ class RolloutWorker {
   std::unique_ptr<model::Model> policy_;
   uint64_t active_version_ = 0;
   WorkerStats stats_;
+  std::unique_ptr<InstanceLink> link_;             // several ranks; null: one process
+  std::unique_ptr<LockstepGeneration> lockstep_;   // the batch in progress (several ranks)
+  TensorFilter wanted_;                            // this rank's tensors of a version (null: all)
+  double drain_margin_ = 2;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -149,6 +149,7 @@ WorkerLoopResult run_worker_loop(const WorkerLoopConfig& config, TaskQueue& queu
         MOERL_LOG(WARN) << config.worker_id << ": " << what << " failed, retrying: " << e.what();
         if (drain.state() != DrainState::kRunning && drain.remaining_seconds() <= 0) return false;
         std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+        if (config.on_idle) config.on_idle();
       }
     }
   };
@@ -170,7 +171,10 @@ WorkerLoopResult run_worker_loop(const WorkerLoopConfig& config, TaskQueue& queu
       });
       int64_t leased_ms = unix_ms_now();
       res.idle_seconds += now_seconds() - t0;
-      if (leases.empty()) continue;
+      if (leases.empty()) {
+        if (config.on_idle) config.on_idle();
+        continue;
+      }
       renewer.hold(leases);
       size_t i = 0;  // NOTE: leases[0, i) are settled: put and acked, or handed back
       try {

@@ -43,6 +43,11 @@ struct WorkerLoopConfig {
   double call_timeout_seconds = 30;  // deadline of each queue / buffer call
   int64_t max_tasks = 0;             // stop (cleanly) after this many completed; 0 = no limit
   double drain_margin_seconds = 2;   // part of the drain deadline kept for hand-back + flush
+  // Called on the loop's thread after a lease poll that found no work and between retries of
+  // a failing queue/buffer call, so at least once per poll_seconds plus call_timeout_seconds
+  // while no batch runs. The leader of a multi-rank rollout instance keeps its other ranks in
+  // step there (rollout/instance.h); it may request the drain. Empty: nothing.
+  std::function<void()> on_idle;
   void validate() const;
 };
 

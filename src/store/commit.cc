@@ -28,9 +28,20 @@ const CommitEntry* Manifest::find(const std::string& name) const {
   return nullptr;
 }
 
+json to_json(const CommitEntry& e) { return {{"name", e.name}, {"size", e.size}, {"sha256", e.sha256}}; }
+
+CommitEntry commit_entry_from_json(const json& j, const std::string& where) {
+  try {
+    return {j.at("name").get<std::string>(), j.at("size").get<uint64_t>(), j.at("sha256").get<std::string>()};
+  } catch (const json::exception& e) {
+    throw Error(where + ": malformed commit entry " + j.dump() + " (" + e.what() + ")",
+                "entries come from CommitWriter::entries() of the same moerl build", ErrorCode::kInternal);
+  }
+}
+
 static json manifest_body(const Manifest& m) {
   json objects = json::array();
-  for (const auto& e : m.objects) objects.push_back({{"name", e.name}, {"size", e.size}, {"sha256", e.sha256}});
+  for (const auto& e : m.objects) objects.push_back(to_json(e));
   return {{"magic", kManifestMagic}, {"version", kManifestVersion}, {"prefix", m.prefix},
           {"created_unix", m.created_unix}, {"objects", objects}, {"extra", m.extra}};
 }
@@ -102,6 +113,11 @@ void CommitWriter::put_file(const std::string& name, const std::string& path) {
   std::string sha = io::sha256_file_hex(path, &size);
   store_.put_file(join_key(prefix_, name), path);
   add(name, size, sha);
+}
+
+void CommitWriter::adopt(const CommitEntry& entry) {
+  check_name(entry.name);
+  add(entry.name, entry.size, entry.sha256);
 }
 
 void CommitWriter::put_bytes(const std::string& name, std::string_view bytes) {

@@ -9,6 +9,8 @@
 //   w.put_file("model.safetensors", "/tmp/model.safetensors");
 //   w.put_bytes("trainer_state.json", state_json);
 //   w.commit({{"step", 100}});                        // manifest, then ckpt/latest
+//   // Several processes: each puts its shards with its own writer; one adopt()s the others'
+//   // entries (passed as to_json) and commits.
 //
 //   if (auto r = CommitReader::latest(*store, "ckpt")) {
 //     r->get_file("model.safetensors", "/tmp/restore.safetensors");   // size + sha256 checked
@@ -45,6 +47,12 @@ struct CommitEntry {
   std::string sha256;  // lowercase hex
 };
 
+// An entry as JSON ({"name", "size", "sha256"}) and back: how a shard that one process put
+// reaches the process that commits it (CommitWriter::adopt). from_json throws moerl::Error
+// naming `where` on a malformed entry.
+nlohmann::json to_json(const CommitEntry& e);
+CommitEntry commit_entry_from_json(const nlohmann::json& j, const std::string& where);
+
 struct Manifest {
   std::string prefix;  // "ckpt/step-000100"
   int64_t created_unix = 0;
@@ -67,6 +75,11 @@ class CommitWriter {
   // Hashes the file, then streams it to PREFIX/name.
   void put_file(const std::string& name, const std::string& path);
   void put_bytes(const std::string& name, std::string_view bytes);
+  // Adds a shard that another writer of this same commit (another rank) put under the prefix;
+  // commit() checks its stored size like the writer's own.
+  void adopt(const CommitEntry& entry);
+  // The shards put or adopted so far.
+  const std::vector<CommitEntry>& entries() const { return entries_; }
   // Checks every shard's stored size, writes the manifest with put_if_absent, then (kUpdate)
   // points ROOT/latest at this prefix. Committing a prefix that already holds a different
   // manifest is an error; an identical one (a retried commit) is accepted.

@@ -83,6 +83,15 @@ std::string fetch_commit_model(store::CommitReader& r, const std::string& scratc
   return dir.string();
 }
 
+std::string checkpoint_prefix(store::ObjectStore& store, const std::string& root, const TrainerState& state) {
+  // "step-...-sft-000150.2" sorts after "step-...-sft-000150".
+  std::string name = step_name(state);
+  for (int n = 2; store.head(root + "/" + name + "/" + store::kManifestName); ++n) {
+    name = step_name(state) + "." + std::to_string(n);
+  }
+  return root + "/" + name;
+}
+
 std::string save_checkpoint(store::ObjectStore& store, const std::string& root, const TrainerState& state,
                             const model::Model& policy, const model::Tokenizer& tokenizer,
                             PolicyTrainer& trainer, int64_t keep) {
@@ -91,13 +100,7 @@ std::string save_checkpoint(store::ObjectStore& store, const std::string& root, 
   fs::create_directories(model_dir);
   policy.save(model_dir.string());
   tokenizer.save(model_dir.string());
-  // A second checkpoint at the same steps (an async run whose RL phase trained nothing after
-  // the SFT checkpoint) takes the next free suffix: "step-...-sft-000150.2" sorts after it.
-  std::string name = step_name(state);
-  for (int n = 2; store.head(root + "/" + name + "/" + store::kManifestName); ++n) {
-    name = step_name(state) + "." + std::to_string(n);
-  }
-  store::CommitWriter w(store, root + "/" + name);
+  store::CommitWriter w(store, checkpoint_prefix(store, root, state));
   for (const auto& e : fs::directory_iterator(model_dir)) {
     w.put_file("model/" + e.path().filename().string(), e.path().string());
   }

@@ -45,6 +45,11 @@ struct TrainerState {
   std::set<std::string> pinned_commits() const;
 };
 
+// "ROOT/step-<rl_step>-sft-<sft_step>", or with the next free suffix ".2", ".3", ... when a
+// commit at those steps exists already (an async run whose RL phase trained nothing after the
+// SFT checkpoint): where the checkpoint of `state` is committed.
+std::string checkpoint_prefix(store::ObjectStore& store, const std::string& root, const TrainerState& state);
+
 // Commits "ROOT/step-<rl_step>-<sft_step>" and points ROOT/latest at it; keeps the newest
 // `keep` checkpoints. Returns the commit prefix.
 std::string save_checkpoint(store::ObjectStore& store, const std::string& root, const TrainerState& state,

@@ -9,6 +9,7 @@
 //   double norm = dp->sync_gradients(params, /*max_norm=*/1.0);   // then optimizer.step
 //   std::vector<double> m = dp->mean({loss, reward});             // same on every rank
 //   gen_cfg.all_done = dp->all_done_fn();                         // lockstep generation
+// The metric, flag and byte collectives are ep::ControlGroup's (ep/torch/control_group.h).
 //
 // Not thread-safe. Collective: every rank makes the same calls in the same order (a rank
 // that skips one makes the others fail at the timeout). Failures: moerl::Error naming the
@@ -17,25 +18,18 @@
 
 #include <ATen/ATen.h>
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
+
+#include "ep/torch/control_group.h"
 
 namespace moerl::train {
 
-// True for routed-expert parameters ("...mlp.experts.<e>...."): the ones an EP rank shards.
-bool is_expert_param(const std::string& name);
-
-class DataParallel {
+class DataParallel : public ep::ControlGroup {
  public:
   // Joins the ranks of this process's rendezvous (WORLD_SIZE of them). Collective.
   static std::shared_ptr<DataParallel> join(double timeout_s);
-  ~DataParallel();
-
-  int rank() const { return rank_; }
-  int world_size() const { return world_size_; }
 
   // Averages the gradients of `params` as the mean-over-ranks objective needs (dense:
   // all-reduce / R; experts: / R), then clips by the GLOBAL norm (dense once, every rank's
@@ -43,27 +37,8 @@ class DataParallel {
   // clipping. A dense gradient undefined on every rank stays undefined.
   double sync_gradients(const std::map<std::string, at::Tensor>& params, double max_norm);
 
-  std::vector<double> sum(const std::vector<double>& values);
-  std::vector<double> mean(const std::vector<double>& values);
-  // True when `local` is true on every rank.
-  bool all(bool local);
-  // all() as a function, for model::GenerateConfig::all_done.
-  std::function<bool(bool)> all_done_fn();
-  void barrier(const std::string& what);
-  // Rank 0 gets every rank's string (index = rank); other ranks get an empty vector.
-  std::vector<std::string> gather(const std::string& value);
-  // Rank 0's value, on every rank.
-  std::string broadcast(const std::string& value);
-
  private:
-  struct Impl;
-  DataParallel(int rank, int world_size, std::unique_ptr<Impl> impl);
-  void allreduce(at::Tensor& t, const char* what);
-
-  int rank_;
-  int world_size_;
-  std::unique_ptr<Impl> impl_;
-  int64_t seq_ = 0;  // numbers gather/broadcast keys; advances identically on every rank
+  explicit DataParallel(double timeout_s) : ep::ControlGroup("dp", timeout_s) {}
 };
 
 }  // namespace moerl::train

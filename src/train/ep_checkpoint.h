@@ -9,11 +9,12 @@
 //   save_ep_checkpoint(*store, "ckpt", state, policy, tok, trainer, keep, *dp);   // collective
 //   if (auto ck = load_ep_checkpoint(*store, "ckpt", scratch, *dp)) restore(*ck, policy, trainer);
 //
-// Checkpoint commit: ranks > 0 upload their shard and optimizer state to a staging prefix
-// "ROOT/NAME.rank-<r>/" (no manifest, so readers and retain_latest ignore it), rank 0 copies
-// them into the commit, writes the manifest last and removes the staging objects; a barrier
-// ends the call, so every rank returns after the commit is visible. Optimizer state is per
-// rank (optimizer-rank-<r+1>-of-<R>.safetensors); resuming needs the same ep size.
+// Checkpoint commit: rank 0 names the commit; every rank puts its model shard and its optimizer
+// state under it in parallel (no manifest yet, so readers and retain_latest ignore them), and
+// rank 0 adopts the others' entries (store::CommitWriter::adopt), adds the index, config,
+// tokenizer and state, and writes the manifest last; every rank returns once it is committed
+// (or with rank 0's error). Optimizer state is per rank (optimizer-rank-<r+1>-of-<R>.safetensors);
+// resuming needs the same ep size.
 // Not thread-safe. Failures: moerl::Error; a failure before the manifest leaves no commit.
 #pragma once
 

@@ -1,0 +1,64 @@
+// The keys that size the multi-rank roles: [ep] size (a trainer group), [rollout] ep_size (a
+// rollout instance) and [ep] timeout_seconds; sizes that cannot shard the experts, and an
+// instance size in a sync job, are refused naming the key; dynamic sampling goes with a
+// trainer group in async mode (the controller filters before the group sees a batch).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/error.h"
+#include "job/job_config.h"
+
+namespace moerl::job {
+namespace {
+
+JobConfig parse(const std::vector<std::string>& overrides) {
+  const std::string text =
+      "[model]\nnum_experts = 8\n[task]\nname = \"addition\"\ndigits = 1\n[algorithm]\ngroup_size = 4\n";
+  return JobConfig::parse(ConfigDoc::parse(text, "groups.toml", overrides));
+}
+
+std::string error_of(const std::vector<std::string>& overrides) {
+  try {
+    parse(overrides);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(JobConfigGroups, DefaultsAreOneProcessPerRole) {
+  JobConfig j = parse({});
+  EXPECT_EQ(j.ep_size, 1);
+  EXPECT_EQ(j.rollout.ep_size, 1);
+  EXPECT_EQ(j.ep_timeout_seconds, 300);
+}
+
+TEST(JobConfigGroups, SizesOfBothRolesAreRead) {
+  JobConfig j = parse({"runtime.mode=\"async\"", "ep.size=4", "rollout.ep_size=2", "ep.timeout_seconds=45"});
+  EXPECT_EQ(j.ep_size, 4);
+  EXPECT_EQ(j.rollout.ep_size, 2);
+  EXPECT_EQ(j.ep_timeout_seconds, 45);
+}
+
+TEST(JobConfigGroups, SizesThatCannotShardTheExpertsAreRefused) {
+  EXPECT_NE(error_of({"runtime.mode=\"async\"", "rollout.ep_size=3"}).find("rollout.ep_size=3 must divide model.num_experts=8"),
+            std::string::npos);
+  EXPECT_NE(error_of({"ep.size=3"}).find("ep.size=3 must divide model.num_experts=8"), std::string::npos);
+  EXPECT_NE(error_of({"ep.timeout_seconds=0"}).find("timeout_seconds"), std::string::npos);
+}
+
+TEST(JobConfigGroups, AnInstanceSizeInASyncJobIsRefused) {
+  const std::string e = error_of({"rollout.ep_size=2"});
+  EXPECT_NE(e.find("rollout.ep_size=2"), std::string::npos) << e;
+  EXPECT_NE(e.find("runtime.mode"), std::string::npos) << e;
+}
+
+TEST(JobConfigGroups, DynamicSamplingGoesWithATrainerGroupOnlyInAsyncMode) {
+  EXPECT_NO_THROW(parse({"runtime.mode=\"async\"", "ep.size=2", "rollout.dynamic_sampling=true"}));
+  EXPECT_NE(error_of({"ep.size=2", "rollout.dynamic_sampling=true"}).find("runtime.mode = \"sync\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace moerl::job
