@@ -6,6 +6,7 @@
 // dispatch/combine) and under the all-to-all baseline in alternating order; it prints the
 // instances' aggregate rollout tokens/s for each and the ratio. (A process started with
 // --instance-out is one such instance: job/rollout_ep_bench.h.)
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>

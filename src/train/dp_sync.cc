@@ -14,7 +14,7 @@ std::shared_ptr<DataParallel> DataParallel::join(double timeout_s) {
 
 double DataParallel::sync_gradients(const std::map<std::string, at::Tensor>& params, double max_norm) {
   at::NoGradGuard no_grad;
-  const double inv_r = 1.0 / world_size_;
+  const double inv_r = 1.0 / world_size();
   // Dense: which gradients exist anywhere (so every rank flattens the same list).
   std::vector<const at::Tensor*> dense;
   for (const auto& [name, p] : params) {

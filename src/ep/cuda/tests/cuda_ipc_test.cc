@@ -1,4 +1,5 @@
-// cuda_ipc EP transport with 2 and 4 ranks (processes) sharing one GPU: the parent test
+// cuda_ipc EP transport with 2 and 4 ranks (processes) sharing one GPU (and the fabric
+// transport with GPU payloads, staged through the host, with 2): the parent test
 // re-executes this binary per rank (worker test selected by filter, TCPStore rendezvous on
 // 127.0.0.1) and waits with a deadline. Each rank checks dispatch -> expert -> combine
 // against the closed form, in normal and low-latency mode, fresh and cached, bf16 and f32.
@@ -22,7 +23,8 @@ namespace moerl::ep {
 namespace {
 
 // Exit codes of `world` ranks of the worker test; -1 for a rank killed at the deadline.
-std::vector<int> run_ranks(int world, int port, double timeout_s, bool one_gpu_each = false) {
+std::vector<int> run_ranks(int world, int port, double timeout_s, bool one_gpu_each = false,
+                           const char* backend = "cuda_ipc") {
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     pid_t pid = fork();
@@ -33,6 +35,9 @@ std::vector<int> run_ranks(int world, int port, double timeout_s, bool one_gpu_e
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("MOERL_CUDA_IPC_WORKER", one_gpu_each ? "spread" : "1", 1);
+      setenv("MOERL_EP_TEST_BACKEND", backend, 1);
+      setenv("FI_PROVIDER", "tcp", 1);  // fabric: tcp on loopback
+      setenv("FI_TCP_IFACE", "lo", 1);
       execl("/proc/self/exe", "moerl_gpu_tests", "--gtest_filter=CudaIpcWorker.*", static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -70,6 +75,12 @@ TEST(CudaIpc, OneRankPerGpu) {
   EXPECT_EQ(run_ranks(n, 33000 + getpid() % 2000, 180, true), std::vector<int>(n, 0));
 }
 
+// The libfabric backend with payloads on the GPU (staged through host memory): the same
+// checks as cuda_ipc, so its results equal the single-rank block's closed form.
+TEST(FabricGpu, TwoRanksOneGpuHostStaged) {
+  EXPECT_EQ(run_ranks(2, 35000 + getpid() % 2000, 120, false, "fabric"), std::vector<int>(2, 0));
+}
+
 double rel_err(const at::Tensor& out, const at::Tensor& ref) {
   at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
   return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
@@ -88,7 +99,9 @@ TEST(CudaIpcWorker, DispatchCombine) {
     cfg.hidden = 512;
     cfg.max_topk = K;
     cfg.timeout_s = 60;
-    auto g = cuda_ipc_group(cfg, E);
+    const std::string backend = std::getenv("MOERL_EP_TEST_BACKEND") ? std::getenv("MOERL_EP_TEST_BACKEND") : "cuda_ipc";
+    cfg.backend = parse_backend(backend);
+    auto g = backend == "cuda_ipc" ? cuda_ipc_group(cfg, E) : make_group(cfg, E);
     const int64_t El = E / g->world_size();
     for (auto dt : {at::kBFloat16, at::kFloat}) {
       for (int64_t h : {H, int64_t{256}}) {
