@@ -1,6 +1,7 @@
 #include "model/jinja/lexer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace moerl::jinja {
