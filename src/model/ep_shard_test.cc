@@ -12,30 +12,12 @@
 namespace moerl::model {
 namespace {
 
-// A group that only reports its shape: these tests create and load, they do not forward.
-class ShapeOnlyGroup final : public ep::Group {
- public:
-  ShapeOnlyGroup(int rank, int world, int64_t e) : rank_(rank), world_(world), e_(e) {}
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_; }
-  int64_t num_experts() const override { return e_; }
-  ep::Layout get_dispatch_layout(const at::Tensor&, int64_t) override { throw Error("no forward here"); }
-  ep::Dispatched dispatch(const at::Tensor&, const at::Tensor&, const at::Tensor&, const ep::Layout&,
-                          const ep::Handle*) override {
-    throw Error("no forward here");
-  }
-  at::Tensor combine(const at::Tensor&, const ep::Handle&) override { throw Error("no forward here"); }
-
- private:
-  int rank_, world_;
-  int64_t e_;
-};
 
 TEST(ExpertShards, RankHoldsAndLoadsOnlyItsExperts) {
   io::HfConfig cfg = testing::tiny_qwen3();
   Model full = init_random(cfg, 5);
   ModelOptions o;
-  o.ep_group = std::make_shared<ShapeOnlyGroup>(1, 2, cfg.num_experts);
+  o.ep_group = std::make_shared<testing::ShapeOnlyGroup>(1, 2, cfg.num_experts);
   Model shard = init_random(cfg, 5, o);
   EXPECT_EQ(shard.experts().first, 4);
   EXPECT_EQ(shard.experts().count, 4);
@@ -54,7 +36,7 @@ TEST(ExpertShards, RankHoldsAndLoadsOnlyItsExperts) {
   EXPECT_EQ(loaded.params().size(), shard.params().size());
   EXPECT_TRUE(at::equal(loaded.params().at(name), full.params().at(name)));
 
-  o.ep_group = std::make_shared<ShapeOnlyGroup>(0, 3, cfg.num_experts);
+  o.ep_group = std::make_shared<testing::ShapeOnlyGroup>(0, 3, cfg.num_experts);
   EXPECT_THROW(init_random(cfg, 5, o), Error);  // 3 does not divide 8
 }
 
@@ -72,7 +54,7 @@ TEST(ExpertShards, SharedExpertsAndBuffersAreReplicated) {
     const std::string p = "model.layers." + std::to_string(moe_layer) + ".mlp.";
     for (int rank : {0, 1}) {
       ModelOptions o;
-      o.ep_group = std::make_shared<ShapeOnlyGroup>(rank, 2, cfg.num_experts);
+      o.ep_group = std::make_shared<testing::ShapeOnlyGroup>(rank, 2, cfg.num_experts);
       std::vector<Model> models;
       models.push_back(init_random(cfg, 5, o));
       models.push_back(load_model(dir, o));

@@ -1,6 +1,7 @@
 // Model: parameter creation/loading/saving and the decoder forward shared by every
 // architecture (pre-norm residual blocks: attention, then dense MLP or MoE).
 #include "model/model.h"
+#include "model/sharded_files.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -22,14 +23,6 @@ namespace moerl::model {
 namespace {
 
 std::string shape_str(at::IntArrayRef s) { return c10::str(s); }
-
-const char* dtype_json_name(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    default: return "float32";
-  }
-}
 
 }  // namespace
 
@@ -253,16 +246,8 @@ ForwardOutput Model::forward(const ForwardInput& in) {
 
 void Model::save(const std::string& dir, int64_t max_shard_bytes) const {
   std::filesystem::create_directories(dir);
-  io::HfConfig c = cfg_;
-  c.torch_dtype = dtype_json_name(options_.dtype);
-  std::map<std::string, at::Tensor> tensors;
-  for (const auto& [name, t] : state()) {
-    at::Tensor v = t.detach();
-    if (v.scalar_type() == at::kDouble) v = v.to(at::kFloat);  // safetensors in moerl: no f64
-    tensors[name] = v.cpu().contiguous();
-  }
-  io::save_tensors(dir, tensors, max_shard_bytes);
-  c.save((std::filesystem::path(dir) / "config.json").string());
+  io::save_tensors(dir, shard_tensors(*this, /*rank=*/0), max_shard_bytes);  // rank 0: everything held
+  write_model_config(*this, dir);
 }
 
 void Model::load_weights(const Params& weights) {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "io/hf_config.h"
 #include "model/model.h"
 
@@ -151,5 +152,25 @@ inline io::HfConfig tiny_config(const std::string& name) {
   if (name == "deepseek_v3_noqlora") return tiny_deepseek(false);
   return tiny_qwen3();
 }
+
+// An EP group that only reports its shape (rank, world, experts): for tests that create,
+// shard and load models but never forward.
+class ShapeOnlyGroup final : public ep::Group {
+ public:
+  ShapeOnlyGroup(int rank, int world, int64_t e) : rank_(rank), world_(world), e_(e) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  int64_t num_experts() const override { return e_; }
+  ep::Layout get_dispatch_layout(const at::Tensor&, int64_t) override { throw Error("no forward here"); }
+  ep::Dispatched dispatch(const at::Tensor&, const at::Tensor&, const at::Tensor&, const ep::Layout&,
+                          const ep::Handle*) override {
+    throw Error("no forward here");
+  }
+  at::Tensor combine(const at::Tensor&, const ep::Handle&) override { throw Error("no forward here"); }
+
+ private:
+  int rank_, world_;
+  int64_t e_;
+};
 
 }  // namespace moerl::model::testing

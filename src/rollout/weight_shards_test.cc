@@ -19,24 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A stand-in for rank `rank` of `world`: only what local_tensors() reads.
-class FakeRank final : public ep::Group {
- public:
-  FakeRank(int rank, int world, int64_t experts) : rank_(rank), world_(world), experts_(experts) {}
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_; }
-  int64_t num_experts() const override { return experts_; }
-  ep::Layout get_dispatch_layout(const at::Tensor&, int64_t) override { throw Error("not a transport"); }
-  ep::Dispatched dispatch(const at::Tensor&, const at::Tensor&, const at::Tensor&, const ep::Layout&,
-                          const ep::Handle*) override {
-    throw Error("not a transport");
-  }
-  at::Tensor combine(const at::Tensor&, const ep::Handle&) override { throw Error("not a transport"); }
-
- private:
-  int rank_, world_;
-  int64_t experts_;
-};
 
 // Commits `m` as a 2-shard version the way a trainer group of 2 writes it: experts 0-3 with
 // the dense tensors in shard 1, experts 4-7 in shard 2.
@@ -70,7 +52,7 @@ TEST(WeightShards, AnExpertParallelRankFetchesAndLoadsOnlyItsTensors) {
   fs::create_directories(tmp.path() + "/w");
   commit_two_shards(store, m, tmp.path() + "/w");
 
-  const TensorFilter rank1 = local_tensors(FakeRank(1, 2, 8));
+  const TensorFilter rank1 = local_tensors(model::testing::ShapeOnlyGroup(1, 2, 8));
   StagedWeights got = fetch_weights(store, weights_prefix(7), tmp.path() + "/rank1", rank1);
   EXPECT_EQ(got.version, 7u);
   size_t want = 0;
@@ -86,7 +68,8 @@ TEST(WeightShards, AnExpertParallelRankFetchesAndLoadsOnlyItsTensors) {
   EXPECT_EQ(got.params.size(), want);
   // Both shards were needed (dense tensors live in shard 1); rank 0's reader needs shard 1 only.
   EXPECT_TRUE(fs::exists(got.dir + "/" + model::shard_file_name("model", 1, 2)));
-  StagedWeights r0 = fetch_weights(store, weights_prefix(7), tmp.path() + "/rank0", local_tensors(FakeRank(0, 2, 8)));
+  StagedWeights r0 = fetch_weights(store, weights_prefix(7), tmp.path() + "/rank0",
+                                   local_tensors(model::testing::ShapeOnlyGroup(0, 2, 8)));
   EXPECT_FALSE(fs::exists(r0.dir + "/" + model::shard_file_name("model", 1, 2)))
       << "rank 0 fetched the shard of experts it does not hold";
   // The fetched copy is a model directory an EP rank loads (only its experts), and a reader
@@ -98,7 +81,8 @@ TEST(WeightShards, AnExpertParallelRankFetchesAndLoadsOnlyItsTensors) {
 }
 
 TEST(WeightShards, LocalTensorsSplitTheExpertsByRank) {
-  const TensorFilter r0 = local_tensors(FakeRank(0, 4, 8)), r3 = local_tensors(FakeRank(3, 4, 8));
+  using model::testing::ShapeOnlyGroup;
+  const TensorFilter r0 = local_tensors(ShapeOnlyGroup(0, 4, 8)), r3 = local_tensors(ShapeOnlyGroup(3, 4, 8));
   EXPECT_TRUE(r0("model.layers.0.mlp.experts.1.up_proj.weight"));
   EXPECT_FALSE(r0("model.layers.0.mlp.experts.2.up_proj.weight"));
   EXPECT_TRUE(r3("model.layers.0.mlp.experts.7.down_proj.weight"));

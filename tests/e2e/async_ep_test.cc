@@ -132,7 +132,7 @@ TEST(AsyncEp, ATrainerGroupAndTwoRolloutInstancesOverRedis) {
 
 TEST(AsyncEp, AKilledInstanceRankAndAKilledTrainerGroupLoseNothing) {
   if (testing::moerl_bin().empty()) GTEST_SKIP() << "MOERL_BIN is not set (run through ctest)";
-  const int kSteps = 8, kPrompts = 4;
+  const int kSteps = 10, kPrompts = 4;
   runtime::RedisServer server = runtime::RedisServer::start(testing::make_temp_dir("async-ep-chaos-redis"), Deadline::after_seconds(15));
   Job j = make_job("async-ep-chaos", server.url(), kSteps, kPrompts);
   const std::vector<std::string> trainer_args = {"trainer", j.config, "--run-dir", j.run, "--no-plot"};
@@ -158,10 +158,19 @@ TEST(AsyncEp, AKilledInstanceRankAndAKilledTrainerGroupLoseNothing) {
   EXPECT_NE(testing::wait_exit(a, 120), 0) << "the instance must fail when one of its ranks dies";
   a = launch2(rollout_args, j.log + "/a2.log");  // as the Deployment restarts the pod
 
-  // The trainer group dies after the step-4 checkpoint (the pod killed: launcher and ranks).
+  // The trainer group dies after the step-4 checkpoint (the pod killed: launcher and ranks),
+  // mid-run: the instances are frozen first, so the group cannot finish before the kill.
   ASSERT_TRUE(wait_for_step(5)) << testing::log_tail(j.log + "/trainer.log");
+  std::vector<pid_t> frozen;
+  for (Subprocess* inst : {&a, &b}) {
+    for (int r = 0; r < 2; ++r) {
+      if (pid_t p = rank_pid(inst->pid(), r); p > 0 && ::kill(p, SIGSTOP) == 0) frozen.push_back(p);
+    }
+  }
+  ASSERT_FALSE(fs::exists(j.run + "/summary.json")) << "the run finished before its trainer group was killed";
   trainer.signal(SIGKILL);
   testing::wait_exit(trainer, 30);
+  for (pid_t p : frozen) ::kill(p, SIGCONT);
   trainer = launch2(trainer_args, j.log + "/trainer2.log");
   ASSERT_EQ(testing::wait_exit(trainer, 500), 0) << testing::log_tail(j.log + "/trainer2.log")
                                                   << testing::log_tail(j.log + "/a2.log");
@@ -172,6 +181,9 @@ TEST(AsyncEp, AKilledInstanceRankAndAKilledTrainerGroupLoseNothing) {
   const std::string resumed_log = testing::read_text(j.log + "/trainer2.log");
   ASSERT_TRUE(std::regex_search(resumed_log, m, std::regex("resumed at step (\\d+)"))) << testing::log_tail(j.log + "/trainer2.log");
   EXPECT_GE(std::stoi(m[1]), 4) << "the group resumes from its newest checkpoint";
+  EXPECT_LT(std::stoi(m[1]), kSteps) << "the group was killed mid-run";
+  // Its rank 0 waited out the dead group's trainer lease before it read anything.
+  EXPECT_NE(resumed_log.find("is held by"), std::string::npos) << testing::log_tail(j.log + "/trainer2.log");
   testing::expect_each_task_trained_once(j.run, kSteps, kSteps * kPrompts);
   // Every step is logged (the dead life's steps after its checkpoint again by the resumed
   // one), and the resumed life's weight versions go on above the dead life's.

@@ -18,6 +18,7 @@
 #include "base/files.h"
 #include "base/subprocess.h"
 #include "io/tensor_io.h"
+#include "model/expert_names.h"
 #include "model/model.h"
 #include "model/test_util.h"
 #include "e2e/tiny_job.h"
@@ -109,7 +110,7 @@ void expect_same_params(const model::Model& ep_model, const model::Model& full, 
     ASSERT_TRUE(full.params().count(name)) << name;
     EXPECT_LE(model::testing::max_abs_diff(p, full.params().at(name)), 1e-5) << name;
     EXPECT_FALSE(at::equal(p, init.params().at(name))) << name << " did not move";
-    experts += is_expert_param(name) ? 1 : 0;
+    experts += model::is_routed_expert(name) ? 1 : 0;
   }
   EXPECT_GT(experts, 0);
 }
@@ -213,7 +214,7 @@ void child_step_arch(const std::string& arch) {
     ASSERT_TRUE(full.params().count(name)) << name;
     EXPECT_LE(model::testing::max_abs_diff(p, full.params().at(name)), 1e-5) << name;
     const bool moved = !at::equal(p, init.params().at(name));
-    if (is_expert_param(name)) moved_experts += moved ? 1 : 0;
+    if (model::is_routed_expert(name)) moved_experts += moved ? 1 : 0;
     else EXPECT_TRUE(moved) << name << " did not move";
   }
   EXPECT_GT(moved_experts, 0);
