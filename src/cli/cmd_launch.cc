@@ -2,9 +2,9 @@
 // --master-addr A --master-port P] -- CMD ...`: starts this node's ranks of CMD (torchrun-like;
 // cli/launch_topology.h resolves the shape, defaults from the operator's env) with RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR/PORT; prefixes each output
-// line with "[rank i] " (global rank), forwards SIGINT/SIGTERM, and when one rank fails stops
-// the others and exits with that rank's status. Ranks die with the launcher (SIGKILL on its
-// death). CMD "moerl" runs this very binary.
+// line with "[rank i] " (global rank), forwards SIGINT/SIGTERM (then exits with the ranks'
+// status), and when one rank fails stops the others and exits with that rank's status. Ranks
+// die with the launcher (SIGKILL on its death). CMD "moerl" runs this very binary.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -120,9 +120,10 @@ int run_launch(Args& args) {
         "them: 127.0.0.1 and a free port.\n"
         "Ranks get RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT (and\n"
         "FI_TCP_IFACE=lo when the master is loopback). Output lines are prefixed with [rank i] (unless\n"
-        "--no-prefix). SIGINT/SIGTERM are forwarded to every rank. If a rank fails, the others get SIGTERM;\n"
-        "ranks still running --grace seconds (default 3) after a SIGTERM get SIGKILL, and launch exits with\n"
-        "the failed rank's status. Ranks die with the launcher.\n");
+        "--no-prefix). SIGINT/SIGTERM are forwarded to every rank, and launch exits with the ranks' status\n"
+        "(0 when all exit 0). If a rank fails, the others get SIGTERM and launch exits with the failed rank's\n"
+        "status. Ranks still running --grace seconds (default 3) after a SIGTERM get SIGKILL. Ranks die with\n"
+        "the launcher.\n");
     return 0;
   }
   LaunchFlags flags;
@@ -229,8 +230,9 @@ int run_launch(Args& args) {
     }
   }
   for (auto& s : streams) emit(s, prefix, true);
-  if (g_signal && failed_rank < 0) return 128 + g_signal;
   if (failed_rank >= 0) return result;
+  // NOTE: after a forwarded SIGINT/SIGTERM the ranks' own statuses decide: ranks that drained
+  // and exited 0 (a rollout instance on a Spot notice) leave the launcher, i.e. the pod, at 0.
   for (auto& r : ranks)
     if (r.status != 0) return r.status;
   return 0;
