@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Local rehearsal of a rendered EKS deployment: renders APP + INFRA (default
 # examples/deploy/small) with `moerl deploy render`, reads back from the YAML what each
-# container runs, and runs Redis, one trainer and 2 rollout workers as local processes with
-# that argv and env, on loopback, with only the one-machine substitutions (printed; see
-# scripts/rehearse_deploy.py). Passes when the job trained: summary.json, every step,
-# accounting.lost == 0, a reward per step, checkpoints and weight versions in the store.
-# Runs in `make test` (ctest `deploy`, src/deploy/rehearse_test.cc).
+# container runs, and runs Redis, the trainer group (one `moerl launch` per trainer node pod,
+# 2 node pods x 1 rank by default) and 2 rollout instances (`moerl launch`, 2 ranks each) as
+# local processes with that argv and env, on loopback and the CPU, with only the one-machine
+# substitutions (printed; see scripts/rehearse_deploy.py). Passes when the job trained:
+# summary.json, every step, accounting.lost == 0, a reward per step, checkpoints and weight
+# versions in the store. Runs in `make test` (ctest `deploy`, src/deploy/rehearse_test.cc).
 #
 # Usage: scripts/rehearse-deploy.sh [--app APP.toml] [--infra INFRA.toml] [--build BUILD]
 #          [--store s3|local] [--rollout-workers 2] [--timeout 110] [--set KEY=VALUE ...]
+#          [--trainer-nodes 2] [--trainer-ranks 1] [--rollout-ranks 2]
 #          [--no-scale-down] [--work DIR] [--keep]
 #   MOERL_BIN overrides BUILD/src/cli/moerl. Exit 0 = trained; 1 = it did not (logs shown);
 #   2 = bad usage or a missing tool. Every process it starts is stopped on exit, even on
@@ -22,9 +24,10 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    --app|--infra|--store|--rollout-workers|--timeout|--set) pass+=("$1" "$2"); shift 2 ;;
+    --app|--infra|--store|--rollout-workers|--timeout|--set|--trainer-nodes|--trainer-ranks|--rollout-ranks)
+      pass+=("$1" "$2"); shift 2 ;;
     --no-scale-down) pass+=("$1"); shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "rehearse-deploy: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

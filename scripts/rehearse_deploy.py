@@ -3,23 +3,24 @@
 
 Renders APP + INFRA with `moerl deploy render`, reads back from the rendered YAML what each
 container runs (tools/k8s-schemas/rehearse-plan.js: argv + env as the manifests set them,
-Secret refs and $(VAR)s resolved) and runs Redis, one trainer and N rollout workers as local
+Secret refs and $(VAR)s resolved) and runs Redis, the trainer group (one `moerl launch
+--nproc-per-node G` per trainer node pod, the operator's node rank / node count / master in
+its env) and N rollout instances (each a `moerl launch --nproc-per-node M` pod) as local
 processes with that argv and env. Only what cannot be the same on one machine is replaced, and
 every replacement is printed: the in-cluster Redis address -> 127.0.0.1:<free port> (same
-password from the Secret the same way, same AOF flags), the ConfigMap mount -> its copy on disk, the image's `moerl` ->
-the build's binary, FI_PROVIDER=efa -> tcp on loopback, the operator's rendezvous env -> a
-one-node 127.0.0.1 rendezvous, each role's Prometheus port -> a free one on 127.0.0.1, the S3
-endpoint -> the S3 test server on loopback (same bucket and prefix; or a local store dir with
---store local), and the job's size -> a few `--set`
-overrides appended to each role's args (the same mechanism the manifests use for
-runtime.queue_url). Then checks that the job trained: summary.json, every step done,
-accounting.lost == 0, a reward per step, weight versions and checkpoints in the store.
+password from the Secret the same way, same AOF flags), the ConfigMap mount -> its copy on
+disk, the image's `moerl` -> the build's binary, the GPU -> the CPU (model.device, dtypes,
+ep.backend fabric), FI_PROVIDER=efa -> tcp on loopback, the master pod's address -> 127.0.0.1,
+each role's Prometheus port -> a free one on 127.0.0.1, the S3 endpoint -> the S3 test server
+on loopback (same bucket and prefix; or a local store dir with --store local), and the job's
+size -> fewer node pods and ranks (--nproc-per-node rewritten; ep.size and rollout.ep_size to
+match) and a few `--set` overrides appended to each role's args (the same mechanism the
+manifests use for runtime.queue_url). Then checks that the job trained (rehearse_checks.py).
 Every child gets PR_SET_PDEATHSIG and is stopped in a `finally`, so nothing outlives a failure.
 """
 import argparse
 import ctypes
 import json
-import math
 import os
 import shlex
 import signal
@@ -29,6 +30,8 @@ import sys
 import threading
 import time
 import tomllib
+
+from rehearse_checks import check_trained
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -84,7 +87,10 @@ def main():
                     help="extra KEY=VALUE for every role (after the scale-down)")
     ap.add_argument("--no-scale-down", action="store_true", help="run the rendered job at full size")
     ap.add_argument("--store", choices=["s3", "local"], default="s3")
-    ap.add_argument("--rollout-workers", type=int, default=2)
+    ap.add_argument("--rollout-workers", type=int, default=2, help="rollout instance pods to run")
+    ap.add_argument("--trainer-nodes", type=int, default=2, help="trainer node pods to run (at most the rendered count)")
+    ap.add_argument("--trainer-ranks", type=int, default=1, help="ranks per trainer node (--nproc-per-node, at most rendered)")
+    ap.add_argument("--rollout-ranks", type=int, default=2, help="ranks per rollout instance (at most rendered)")
     ap.add_argument("--timeout", type=float, default=110, help="deadline for the whole job, seconds")
     a = ap.parse_args()
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -172,7 +178,6 @@ def rehearse(a, work, procs, logs, deadline):
     rollouts = [x for x in plan["roles"] if x["name"] == "rollout"]
     if not trainers or not rollouts or not plan["redis"]:
         raise RuntimeError("the rendered manifests lack a trainer, rollout or redis role")
-    trainer = next((x for x in trainers if x["replica_group"].endswith("/Master/template")), trainers[0])
     rollout = rollouts[0]
     base_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TMPDIR": f"{work}/tmp",
                 "LANG": "C.UTF-8"}
@@ -240,42 +245,79 @@ def rehearse(a, work, procs, logs, deadline):
 
     service = f'{plan["redis"]["service"]}:{plan["redis"]["port"]}'
     local = f"127.0.0.1:{redis_port}"
-    scale = [] if a.no_scale_down else SCALE_DOWN
-    if scale:
+    # The trainer group: one launcher per node pod (PyTorchJob Master = node 0, Workers 1..;
+    # Job / JobSet pods by completion index), each `moerl launch --nproc-per-node G`.
+    nodes = sorted(((role, role.get("first_node", 0) + i) for role in trainers for i in range(role["replicas"])),
+                   key=lambda x: x[1])
+    for role in trainers:
+        if not role["launch"]:
+            raise RuntimeError(f"the trainer pod runs {role['argv'][:2]}, not `moerl launch --nproc-per-node G`")
+    gpus = trainers[0]["launch"]["nproc_per_node"]
+    inst = rollout["launch"]["nproc_per_node"] if rollout["launch"] else 1
+    if a.no_scale_down:
+        num_nodes, ranks, rollout_ranks = len(nodes), gpus, inst
+    else:
+        num_nodes, ranks, rollout_ranks = min(len(nodes), a.trainer_nodes), min(gpus, a.trainer_ranks), min(inst, a.rollout_ranks)
+    rendered_nodes = len(nodes)
+    nodes = nodes[:num_nodes]
+    world = num_nodes * ranks
+    note(f"trainer group: {num_nodes} node pod(s) x {ranks} rank(s) = {world} ranks, one launcher per pod "
+         f"(rendered {rendered_nodes} x {gpus}); "
+         f"rollout instances of {rollout_ranks} rank(s) (rendered {inst})")
+    shape = [f"ep.size={world}", f"rollout.ep_size={rollout_ranks}"]
+    # No GPU here: the roles run on the CPU, and the EP data plane on libfabric's tcp provider
+    # over lo (the launcher sets FI_TCP_IFACE=lo for a loopback master).
+    backend = (app_doc.get("ep") or {}).get("backend", "")
+    cpu = ["model.device=cpu", "model.dtype=float32", "model.rollout_dtype=float32"]
+    if backend in ("nccl", "cuda_ipc") or world > 1 or rollout_ranks > 1:
+        cpu.append("ep.backend=fabric")
+    note(f"no GPU: {' '.join(cpu)} (appended as --set), FI_PROVIDER=tcp on lo for every role "
+         f"(rendered ep.backend {backend or 'default'})")
+    scale = ([] if a.no_scale_down else SCALE_DOWN) + shape
+    if not a.no_scale_down:
         note(f"scale-down for this machine (appended as --set, like the manifests' own overrides): {' '.join(scale)}")
     master_port = free_port()
     note("metrics: the rendered metrics.prometheus_port -> 0 on 127.0.0.1 (each role takes a free port, logged); "
          "final_scrape_wait_s = 0 (no Prometheus scrapes the rehearsal)")
 
-    def command(role):
+    def command(role, nproc):
         out = [x.replace(plan["app_path"], app_local).replace(service, local) for x in role["argv"]]
         # Every pod has its own IP; on one machine the roles share one: each takes a free port.
         out = ["metrics.prometheus_port=0" if x.startswith("metrics.prometheus_port=") else x for x in out]
         out += ["--set", "metrics.prometheus_host=127.0.0.1", "--set", "metrics.final_scrape_wait_s=0"]
         if out[0] != "moerl":
             raise RuntimeError(f"{role['name']} runs {out[0]}, expected the image's moerl")
-        out[0] = moerl
-        for kv in scale + store_sets + a.sets:
+        out[0] = moerl  # the launcher runs the ranks' `moerl` as itself
+        if role["launch"]:
+            out[out.index("--nproc-per-node") + 1] = str(nproc)
+        for kv in scale + cpu + store_sets + a.sets:
             out += ["--set", kv]
         return out
 
-    def environment(role, pod):
+    def environment(role, pod, node=0):
         env = dict(base_env)
         env.update(role["env"])
         env.update(store_env)
-        env["OMP_NUM_THREADS"] = "1"  # 3 processes on a 2-core box
-        if env.get("FI_PROVIDER") == "efa":
+        env["OMP_NUM_THREADS"] = "1"  # several processes on a 2-core box
+        if env.get("FI_PROVIDER", "efa") == "efa":  # EFA, or a GPU pod that names none (NCCL)
             env.update(FI_PROVIDER="tcp", FI_TCP_IFACE="lo")
             env.pop("FI_EFA_USE_DEVICE_RDMA", None)
         for inj in role["injected"]:
             if inj.get("fieldPath") == "metadata.name":  # the downward API: each pod's own name
                 env[inj["name"]] = pod
-            if inj["name"] in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"):
-                env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE="1", RANK="0")
+            if "job-completion-index" in inj.get("fieldPath", ""):
+                env[inj["name"]] = str(node)
+        # The group's rendezvous as the operator (or the rendered env) gives it, on loopback.
+        if any(inj["name"] in ("MASTER_ADDR", "RANK") for inj in role["injected"]) or "MASTER_ADDR" in env:
+            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE=str(num_nodes), RANK=str(node))
+            if any(inj["name"].startswith("PET_") for inj in role["injected"]):
+                env.update(PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(master_port), PET_NNODES=str(num_nodes),
+                           PET_NODE_RANK=str(node), PET_NPROC_PER_NODE="1")
         return env
 
-    def show(role):
-        return " ".join(command(role)).replace(pw, "<secret>") if pw else " ".join(command(role))
+    def show(role, nproc):
+        c = " ".join(command(role, nproc))
+        return c.replace(pw, "<secret>") if pw else c
 
     def show_env(role):
         e = dict(role["env"])
@@ -284,30 +326,37 @@ def rehearse(a, work, procs, logs, deadline):
                 e[k] = e[k].replace(pw, "<secret>")
         return json.dumps(e)
 
-    note(f"trainer: {show(trainer)}")
-    note(f"trainer env (rendered): {show_env(trainer)}; here FI_PROVIDER=tcp on lo, rendezvous 127.0.0.1 WORLD_SIZE=1")
-    spawn(procs, logs, "trainer", command(trainer), environment(trainer, "moerl-trainer-0"), f"{work}/trainer", work)
+    trainer = nodes[0][0]
+    note(f"trainer: {show(trainer, ranks)}")
+    note(f"trainer env (rendered): {show_env(trainer)}; here FI_PROVIDER=tcp on lo, the group's rendezvous at "
+         f"127.0.0.1:{master_port}, WORLD_SIZE={num_nodes} (nodes) and RANK=<node> as the operator sets them per pod")
+    trainer_names = []
+    for role, node in nodes:
+        name = "trainer" if node == 0 else f"trainer-{node}"  # node 0 holds the run dir the checks read
+        trainer_names.append(name)
+        spawn(procs, logs, name, command(role, ranks), environment(role, f"moerl-trainer-{node}", node), f"{work}/{name}", work)
     for i in range(a.rollout_workers):
         if i == 0:
-            note(f"rollout x{a.rollout_workers}: {show(rollout)}")
+            note(f"rollout x{a.rollout_workers}: {show(rollout, rollout_ranks)}")
             note(f"rollout env (rendered): {show_env(rollout)}")
-        spawn(procs, logs, f"rollout-{i}", command(rollout), environment(rollout, f"moerl-rollout-{i}"), f"{work}/rollout-{i}", work)
+        spawn(procs, logs, f"rollout-{i}", command(rollout, rollout_ranks), environment(rollout, f"moerl-rollout-{i}"),
+              f"{work}/rollout-{i}", work)
 
-    # 5. Wait for the trainer (deadline); a rollout worker failing is a failure.
-    ok = True
-    while procs["trainer"].poll() is None:
+    # 5. Wait for the trainer group (deadline); any other process failing is a failure.
+    while any(procs[n].poll() is None for n in trainer_names):
         if time.time() > deadline:
             note(f"trainer still running at the deadline ({a.timeout:.0f} s)")
             return False
         for name, p in procs.items():
             # A worker may leave with 0 once the trainer marks the run done (drained).
             if p.poll() is not None and (name in ("redis", "s3") or p.returncode != 0):
-                note(f"{name} exited {p.returncode} while the trainer ran")
+                note(f"{name} exited {p.returncode} while the trainer group ran")
                 return False
         time.sleep(0.2)
-    rc = procs["trainer"].returncode
-    note(f"trainer exited {rc}")
-    ok = rc == 0
+    ok = True
+    for n in trainer_names:
+        note(f"{n} exited {procs[n].returncode}")
+        ok = ok and procs[n].returncode == 0
     # Rollout workers leave on their own once the trainer marks the run done; otherwise they
     # stop the way Kubernetes stops them: SIGTERM, then the grace period (bounded by the deadline).
     grace = rollout.get("grace_seconds") or 90
@@ -328,54 +377,8 @@ def rehearse(a, work, procs, logs, deadline):
             except subprocess.TimeoutExpired:
                 note(f"{name} did not exit within its grace period / the deadline")
                 ok = False
-    return check_trained(a, work, moerl, store_uri if a.store == "s3" else f"{work}/store",
+    return check_trained(work, moerl, store_uri if a.store == "s3" else f"{work}/store", world,
                          dict(base_env, **store_env, AWS_REGION=trainer["env"].get("AWS_REGION", "us-east-1"))) and ok
-
-
-def check_trained(a, work, moerl, store, env):
-    run = f"{work}/trainer/runs/app"
-    problems = []
-    try:
-        summary = json.load(open(f"{run}/summary.json"))
-        effective = tomllib.load(open(f"{run}/config.toml", "rb"))
-    except (OSError, ValueError) as e:
-        note(f"no summary.json / config.toml in the trainer's run dir {run}: {e}")
-        return False
-    steps = effective["train"]["steps"]
-    rows = []
-    for line in open(f"{run}/metrics.jsonl"):
-        if line.strip():
-            row = json.loads(line)
-            if row.get("phase") == "rl":
-                rows.append(row)
-    rewards = [r.get("reward") for r in rows]
-    if summary.get("mode") != "async":
-        problems.append(f"summary mode {summary.get('mode')}, expected async")
-    if summary["steps"]["rl"] != steps:
-        problems.append(f"{summary['steps']['rl']} RL steps done, config says {steps}")
-    if summary["accounting"].get("lost") != 0:
-        problems.append(f"accounting.lost = {summary['accounting'].get('lost')}")
-    if len(rows) != steps or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in rewards):
-        problems.append(f"metrics.jsonl has {len(rows)} RL rows with rewards {rewards}, expected {steps}")
-    elif max(rewards) <= 0 and summary["eval"]["sft"] <= 0:
-        problems.append(f"no reward signal at all (RL rewards {rewards}, eval after SFT {summary['eval']['sft']})")
-    r = subprocess.run([moerl, "store", "ls", store + "/"],
-                       capture_output=True, text=True, env=env)
-    listing = r.stdout
-    if r.returncode != 0:
-        problems.append(f"moerl store ls {store}/ failed: {r.stderr.strip()}")
-    else:
-        for want in ("ckpt/", "weights/"):
-            if want not in listing:
-                problems.append(f"no {want} in the store {store}: {listing.strip()}")
-    for p in problems:
-        note(f"check failed: {p}")
-    if problems:
-        return False
-    note(f"trained: {steps} RL steps, accounting.lost 0, policy version {summary.get('policy_version')}, "
-         f"reward per step {[round(x, 3) for x in rewards]}, eval {summary['eval']['sft']} -> {summary['eval']['final']}; "
-         f"store {store} holds ckpt/ and weights/")
-    return True
 
 
 if __name__ == "__main__":

@@ -53,6 +53,20 @@ Rendezvous rendezvous() {
   return r;
 }
 
+LaunchEnv launch_env() {
+  auto either = [](const char* pet, const char* node_level) -> std::optional<EnvValue> {
+    if (auto v = get(pet)) return EnvValue{*v, pet};
+    if (auto v = get(node_level)) return EnvValue{*v, node_level};
+    return std::nullopt;
+  };
+  LaunchEnv e;
+  e.nnodes = either("PET_NNODES", "WORLD_SIZE");
+  e.node_rank = either("PET_NODE_RANK", "RANK");
+  e.master_addr = either("PET_MASTER_ADDR", "MASTER_ADDR");
+  e.master_port = either("PET_MASTER_PORT", "MASTER_PORT");
+  return e;
+}
+
 std::string tokenizer_data_dir(const std::string& fallback) { return get_or("MOERL_TOKENIZER_DATA", fallback); }
 
 const std::vector<Known>& known_variables() {
@@ -61,9 +75,13 @@ const std::vector<Known>& known_variables() {
       {"MOERL_PROGRESS", "progress display: bar|plain|off (default: bar on a terminal, else plain)"},
       {"MASTER_ADDR", "rendezvous host (PET_MASTER_ADDR also read)"},
       {"MASTER_PORT", "rendezvous TCPStore port (PET_MASTER_PORT also read)"},
-      {"WORLD_SIZE", "number of ranks"},
-      {"RANK", "this process's rank"},
+      {"WORLD_SIZE", "number of ranks (to `moerl launch --nproc-per-node`: number of nodes, unless PET_NNODES)"},
+      {"RANK", "this process's rank (to `moerl launch --nproc-per-node`: the node rank, unless PET_NODE_RANK)"},
       {"LOCAL_RANK", "rank within the node"},
+      {"LOCAL_WORLD_SIZE", "ranks on this node (set by `moerl launch`)"},
+      {"GROUP_RANK", "node rank (set by `moerl launch`)"},
+      {"PET_NNODES", "Kubeflow: number of nodes, read by `moerl launch --nproc-per-node` (before WORLD_SIZE)"},
+      {"PET_NODE_RANK", "Kubeflow: this node's rank, read by `moerl launch --nproc-per-node` (before RANK)"},
       {"FI_PROVIDER", "libfabric provider for the EP fabric transport (shm, tcp, efa)"},
       {"AWS_ENDPOINT_URL_S3", "S3 endpoint override (then AWS_ENDPOINT_URL)"},
       {"AWS_REGION", "S3 region (then AWS_DEFAULT_REGION)"},

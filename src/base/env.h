@@ -2,6 +2,7 @@
 // listed in env.cc's table (name, meaning) and printed by `moerl env`.
 //
 //   auto rdv = env::rendezvous();   // MASTER_ADDR/PORT, WORLD_SIZE, RANK (+ PET_* variants)
+//   auto pod = env::launch_env();   // what an operator tells a node's launcher
 #pragma once
 
 #include <optional>
@@ -24,6 +25,22 @@ struct Rendezvous {
   int local_rank = 0;
 };
 Rendezvous rendezvous();
+
+// A set variable and its name (for messages).
+struct EnvValue {
+  std::string value;
+  std::string name;
+};
+
+// What an operator tells a node-level launcher (`moerl launch --nproc-per-node G`, one per
+// pod): Kubeflow's PET_NNODES / PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT, else the
+// node-level WORLD_SIZE / RANK / MASTER_ADDR / MASTER_PORT that a PyTorchJob with nprocPerNode
+// "1", a JobSet or an Indexed Job sets (there WORLD_SIZE counts nodes, RANK is the node's).
+// Unparsed: the launcher validates and names the variable. nullopt = unset or empty.
+struct LaunchEnv {
+  std::optional<EnvValue> nnodes, node_rank, master_addr, master_port;
+};
+LaunchEnv launch_env();
 
 // Directory holding the real Hugging Face tokenizer files the tests read
 // (<name>/tokenizer.json, filled by scripts/install-deps.sh): MOERL_TOKENIZER_DATA, else

@@ -1,7 +1,10 @@
-// `moerl launch -n N [--] CMD ...`: starts N local ranks of CMD (torchrun-like) with
-// MASTER_ADDR=127.0.0.1, a free MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK; prefixes each
-// output line with "[rank i] ", forwards SIGINT/SIGTERM, and when one rank fails stops
-// the others and exits with that rank's status. CMD "moerl" runs this very binary.
+// `moerl launch -n N [--] CMD ...` / `moerl launch --nproc-per-node G [--nnodes N --node-rank K
+// --master-addr A --master-port P] -- CMD ...`: starts this node's ranks of CMD (torchrun-like;
+// cli/launch_topology.h resolves the shape, defaults from the operator's env) with RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR/PORT; prefixes each output
+// line with "[rank i] " (global rank), forwards SIGINT/SIGTERM (then exits with the ranks'
+// status), and when one rank fails stops the others and exits with that rank's status. Ranks
+// die with the launcher (SIGKILL on its death). CMD "moerl" runs this very binary.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -23,6 +26,7 @@
 #include "base/error.h"
 #include "base/subprocess.h"
 #include "cli/command.h"
+#include "cli/launch_topology.h"
 
 namespace moerl::cli {
 namespace {
@@ -73,22 +77,30 @@ struct Rank {
   int status = 0;  // exit code, or 128 + signal
 };
 
-Subprocess spawn(const std::vector<std::string>& cmd, int rank, int n, int port, int out_fd, int err_fd) {
+Subprocess spawn(const std::vector<std::string>& cmd, const LaunchTopology& t, int local, int out_fd, int err_fd) {
   SpawnOptions o;
   o.group = ProcessGroup::kNew;  // own group: the launcher alone decides which signals reach the rank
-  o.parent_death_signal = SIGKILL;  // a launcher killed (a pod's PID 1) takes its ranks with it
+  // A launcher killed outright (a pod's PID 1 OOM-killed, SIGKILL from a test) must take its
+  // ranks along: nothing else would stop them. NOTE: spawned from the main thread, which lives
+  // as long as the launcher.
+  o.parent_death_signal = SIGKILL;
   o.stdout_to = Redirect::to_fd(out_fd);
   o.stderr_to = Redirect::to_fd(err_fd);
-  o.set_env = {{"MASTER_ADDR", "127.0.0.1"},
-               {"MASTER_PORT", std::to_string(port)},
-               {"WORLD_SIZE", std::to_string(n)},
-               {"RANK", std::to_string(rank)},
-               {"LOCAL_RANK", std::to_string(rank)}};
-  // One machine: libfabric's socket providers bind to loopback unless told otherwise.
+  o.set_env = {{"MASTER_ADDR", t.master_addr},
+               {"MASTER_PORT", std::to_string(t.master_port)},
+               {"WORLD_SIZE", std::to_string(t.world_size())},
+               {"RANK", std::to_string(t.global_rank(local))},
+               {"LOCAL_RANK", std::to_string(local)},
+               {"LOCAL_WORLD_SIZE", std::to_string(t.nproc_per_node)},
+               {"GROUP_RANK", std::to_string(t.node_rank)}};
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  o.default_env = {{"FI_TCP_IFACE", "lo"},
-                   {"FI_SOCKETS_IFACE", "lo"},
-                   {"OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(n)))}};
+  o.default_env = {{"OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(t.nproc_per_node)))}};
+  if (t.loopback_master()) {
+    // All ranks on this machine: libfabric's socket providers bind to loopback unless told
+    // otherwise. Across nodes the pod's own interface (or EFA) is the right one.
+    o.default_env.push_back({"FI_TCP_IFACE", "lo"});
+    o.default_env.push_back({"FI_SOCKETS_IFACE", "lo"});
+  }
   std::vector<std::string> argv = cmd;
   if (argv[0] == "moerl") argv[0] = "/proc/self/exe";
   return Subprocess::spawn(argv, o);
@@ -98,13 +110,30 @@ int run_launch(Args& args) {
   if (args.flag("--help") || args.flag("-h")) {
     std::printf(
         "usage: moerl launch -n N [--port P] [--no-prefix] [--grace S] [--] CMD [ARGS...]\n"
-        "Starts N ranks of CMD on this machine with MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK/LOCAL_RANK set.\n"
-        "Output lines are prefixed with [rank i] (unless --no-prefix). If a rank fails, the others get SIGTERM,\n"
-        "then SIGKILL after --grace seconds (default 3), and launch exits with the failed rank's status.\n");
+        "       moerl launch --nproc-per-node G [--nnodes N] [--node-rank K] [--master-addr A] [--master-port P]\n"
+        "                    [--no-prefix] [--grace S] -- CMD [ARGS...]\n"
+        "-n N: N ranks on this machine, MASTER_ADDR=127.0.0.1 and a free port (or --port).\n"
+        "--nproc-per-node G: the G ranks of node K in a group of N nodes (torchrun-like): RANK = K*G + local,\n"
+        "WORLD_SIZE = N*G; rank 0 (node 0) serves the group's TCPStore at A:P. --nnodes, --node-rank,\n"
+        "--master-addr, --master-port default to PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT\n"
+        "(Kubeflow), else the pod's node-level WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT; one node without\n"
+        "them: 127.0.0.1 and a free port.\n"
+        "Ranks get RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT (and\n"
+        "FI_TCP_IFACE=lo when the master is loopback). Output lines are prefixed with [rank i] (unless\n"
+        "--no-prefix). SIGINT/SIGTERM are forwarded to every rank, and launch exits with the ranks' status\n"
+        "(0 when all exit 0). If a rank fails, the others get SIGTERM and launch exits with the failed rank's\n"
+        "status. Ranks still running --grace seconds (default 3) after a SIGTERM get SIGKILL. Ranks die with\n"
+        "the launcher.\n");
     return 0;
   }
-  const int64_t n = args.integer("-n", 0);
-  int port = static_cast<int>(args.integer("--port", 0));
+  LaunchFlags flags;
+  flags.n = args.value("-n");
+  flags.port = args.value("--port");
+  flags.nproc_per_node = args.value("--nproc-per-node");
+  flags.nnodes = args.value("--nnodes");
+  flags.node_rank = args.value("--node-rank");
+  flags.master_addr = args.value("--master-addr");
+  flags.master_port = args.value("--master-port");
   const bool prefix = !args.flag("--no-prefix");
   const double grace = args.number("--grace", 3);
   std::vector<std::string> cmd = args.rest();
@@ -113,11 +142,10 @@ int run_launch(Args& args) {
   } else if (!args.unused().empty()) {
     throw Error("moerl launch: unexpected '" + args.unused()[0] + "' before --", "write moerl launch -n N -- CMD ...");
   }
-  if (n < 1 || n > 1024) {
-    throw Error("moerl launch: -n " + std::to_string(n) + " must be a rank count in [1, 1024]", "e.g. moerl launch -n 2 -- moerl bench ep");
-  }
+  LaunchTopology topo = resolve_launch_topology(flags, env::launch_env());
   if (cmd.empty()) throw Error("moerl launch: no command to run", "e.g. moerl launch -n 2 -- moerl bench ep");
-  if (port == 0) port = free_port();
+  if (topo.master_port == 0) topo.master_port = free_port();
+  const int n = topo.nproc_per_node;
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -130,11 +158,11 @@ int run_launch(Args& args) {
   for (int r = 0; r < n; ++r) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw Error("moerl launch: pipe() failed", "", ErrorCode::kIo);
-    ranks[r].process = spawn(cmd, r, static_cast<int>(n), port, out[1], err[1]);
+    ranks[r].process = spawn(cmd, topo, r, out[1], err[1]);
     close(out[1]);
     close(err[1]);
-    streams.push_back({out[0], r, stdout, ""});
-    streams.push_back({err[0], r, stderr, ""});
+    streams.push_back({out[0], topo.global_rank(r), stdout, ""});
+    streams.push_back({err[0], topo.global_rank(r), stderr, ""});
   }
 
   int failed_rank = -1, result = 0;
@@ -179,7 +207,8 @@ int run_launch(Args& args) {
         if (ranks[r].status != 0 && failed_rank < 0 && !g_signal) {
           failed_rank = r;
           result = ranks[r].status;
-          std::fprintf(stderr, "moerl launch: rank %d exited with status %d; stopping the other ranks\n", r, result);
+          std::fprintf(stderr, "moerl launch: rank %d exited with status %d; stopping the other ranks\n",
+                       topo.global_rank(r), result);
           signal_all(SIGTERM);
           kill_at = now() + grace;
         }
@@ -201,8 +230,9 @@ int run_launch(Args& args) {
     }
   }
   for (auto& s : streams) emit(s, prefix, true);
-  if (g_signal && failed_rank < 0) return 128 + g_signal;
   if (failed_rank >= 0) return result;
+  // NOTE: after a forwarded SIGINT/SIGTERM the ranks' own statuses decide: ranks that drained
+  // and exited 0 (a rollout instance on a Spot notice) leave the launcher, i.e. the pod, at 0.
   for (auto& r : ranks)
     if (r.status != 0) return r.status;
   return 0;

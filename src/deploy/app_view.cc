@@ -70,10 +70,16 @@ AppView parse_app_view(const std::string& text, const std::string& source_name) 
   a.ep_size = get_int(a, root, "ep.size", 1);
   if (a.ep_size < 1) bad(a, "ep.size", "= " + std::to_string(a.ep_size) + " must be >= 1", "set ep.size to 1, 2, 4, 8, ...");
   a.ep_backend = get_string(a, root, "ep.backend");
+  a.num_experts = get_int(a, root, "model.num_experts", 0);
   a.num_workers = get_int(a, root, "rollout.num_workers", 1);
   if (a.num_workers < 1) {
     bad(a, "rollout.num_workers", "= " + std::to_string(a.num_workers) + " must be >= 1",
-        "the cluster runs that many rollout worker pods");
+        "the cluster runs that many rollout instance pods");
+  }
+  a.rollout_ep_size = get_int(a, root, "rollout.ep_size", 1);
+  if (a.rollout_ep_size < 1) {
+    bad(a, "rollout.ep_size", "= " + std::to_string(a.rollout_ep_size) + " must be >= 1",
+        "the GPUs of one rollout instance: 1, 2, 4 or 8");
   }
   return a;
 }

@@ -3,7 +3,7 @@
 // rejected here; `moerl trainer` / `moerl rollout` validate the whole file when they start.
 //
 //   AppView app = load_app_view("app.toml");
-//   app.ep_size; app.store_uri; app.text  // the file verbatim, for the ConfigMap
+//   app.ep_size; app.rollout_ep_size; app.store_uri; app.text  // text: verbatim, for the ConfigMap
 // Plain data; not shared between threads.
 #pragma once
 
@@ -19,9 +19,11 @@ struct AppView {
   std::string queue;      // runtime.queue_url ("" = in-process default)
   std::string store_uri;  // [store] uri = "..." (a top-level `store = "..."` is read too)
   std::string store_key;  // which spelling held it ("store.uri" or "store")
-  int64_t ep_size = 1;    // ep.size
-  std::string ep_backend; // ep.backend ("" = default)
-  int64_t num_workers = 1;  // rollout.num_workers
+  int64_t ep_size = 1;    // ep.size: ranks of the ONE trainer group (= training nodes x GPUs)
+  std::string ep_backend; // ep.backend ("" = default, loopback: one rank only)
+  int64_t num_experts = 0;  // model.num_experts (0 = not given; the job config's default applies)
+  int64_t num_workers = 1;  // rollout.num_workers: rollout instances (Deployment replicas)
+  int64_t rollout_ep_size = 1;  // rollout.ep_size: GPUs (ranks) of one rollout instance pod
 };
 
 AppView load_app_view(const std::string& file);

@@ -227,7 +227,11 @@ InfraConfig parse_infra(const std::string& text, const std::string& source_name)
     tr.done();
 
     ConfigTable ro = root.table("rollout");
-    c.gpus_per_worker = ro.integer("gpus_per_worker", 0, {.min = 0, .max = 64});
+    if (ro.has("gpus_per_worker")) {
+      throw Error("config: rollout.gpus_per_worker is no longer read: a rollout pod is one instance of APP "
+                  "rollout.ep_size GPUs",
+                  "remove it, and set [rollout] ep_size in APP.toml (default 1; it must divide a rollout node's GPUs)");
+    }
     c.grace_seconds = ro.integer("grace_seconds", 90, {.min = 1, .max = 3600});
     c.rollout_shm_gib = ro.integer("shm_gib", 16, {.min = 1, .max = 4096});
     c.autoscale_metric = ro.string("autoscale_metric", "");
@@ -270,10 +274,8 @@ InfraConfig load_infra(const std::string& file) {
   return parse_infra(ss.str(), file);
 }
 
-int64_t training_gpus_total(const InfraConfig& c) { return c.training.desired * c.training.smallest.gpus; }
+int64_t training_gpus_per_node(const InfraConfig& c) { return c.training.smallest.gpus; }
 
-int64_t rollout_gpus_per_worker(const InfraConfig& c) {
-  return c.gpus_per_worker > 0 ? c.gpus_per_worker : c.rollout.smallest.gpus;
-}
+int64_t training_gpus_total(const InfraConfig& c) { return c.training.desired * training_gpus_per_node(c); }
 
 }  // namespace moerl::deploy

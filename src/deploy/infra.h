@@ -56,8 +56,7 @@ struct InfraConfig {
   int64_t trainer_backoff_limit = 3;
   std::string efa_provider_env = "efa";
   EfaPlugin efa_plugin = EfaPlugin::kDaemonSet;
-  // [rollout]
-  int64_t gpus_per_worker = 0;  // 0 = a whole node
+  // [rollout] (a rollout pod's GPUs are APP rollout.ep_size, the one source of truth)
   int64_t grace_seconds = 90;
   int64_t rollout_shm_gib = 16;
   std::string autoscale_metric;  // "" = fixed replicas (no HPA)
@@ -77,9 +76,11 @@ InfraConfig parse_infra(const std::string& text, const std::string& source_name)
 // Cross-checks INFRA against the job; throws Error naming the field on the first problem.
 void validate_infra(const InfraConfig& infra, const AppView& app);
 
-// Derived sizes used by the renderer (and tests).
+// Derived sizes used by the renderer (and tests): the trainer group has one rank per GPU of
+// the training nodes (= APP ep.size, validate_infra); a rollout instance pod has APP
+// rollout.ep_size GPUs.
+int64_t training_gpus_per_node(const InfraConfig& infra);
 int64_t training_gpus_total(const InfraConfig& infra);
-int64_t rollout_gpus_per_worker(const InfraConfig& infra);
 
 const char* launcher_name(Launcher l);
 

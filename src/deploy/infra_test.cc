@@ -58,11 +58,16 @@ TEST(Infra, ExamplesAreValid) {
 
 TEST(Infra, DerivedSizes) {
   InfraConfig infra = parse_infra(small_infra(), "infra.toml");
-  EXPECT_EQ(training_gpus_total(infra), 8);
+  EXPECT_EQ(training_gpus_per_node(infra), 8);
+  EXPECT_EQ(training_gpus_total(infra), 16);
   EXPECT_EQ(infra.training.efa_interfaces, 16);
   EXPECT_EQ(infra.training.availability_zones, std::vector<std::string>{"us-east-2b"});
   EXPECT_EQ(std::string(infra.rollout.smallest.name), "g6.12xlarge");  // fewest GPUs, then least memory
-  EXPECT_EQ(rollout_gpus_per_worker(infra), 4);
+  AppView app = parse_app_view(small_app(), "app.toml");
+  EXPECT_EQ(app.ep_size, 16);
+  EXPECT_EQ(app.rollout_ep_size, 2);
+  EXPECT_EQ(app.num_experts, 64);
+  EXPECT_EQ(parse_app_view("[rollout]\nnum_workers = 2\n", "app.toml").rollout_ep_size, 1);  // the default
 }
 
 TEST(Infra, UnknownInstanceType) {
@@ -79,27 +84,53 @@ TEST(Infra, EfaOnAnInstanceWithoutIt) {
                "node_groups.training.efa_interfaces", "exceeds the 16 EFA interfaces");
 }
 
-TEST(Infra, GpuCountsThatDoNotDivideTheEpSize) {
-  expect_error(small_infra(), replace_once(small_app(), "size = 8", "size = 6"), "node_groups.training.count",
-               "ep.size = 6");
-  expect_error(small_infra(), replace_once(small_app(), "size = 8", "size = 32"), "node_groups.training.count",
-               "8 GPUs does not divide");
-  EXPECT_EQ(check(small_infra(), replace_once(small_app(), "size = 8", "size = 4")), "");
-  std::string two_nodes = replace_once(small_infra(), "count = 1\ncapacity", "count = 2\ncapacity");
-  std::string no_efa = replace_once(two_nodes, "efa_interfaces = 16", "efa_interfaces = 0");
-  expect_error(no_efa, replace_once(small_app(), "size = 8", "size = 16"), "node_groups.training.efa_interfaces",
-               "spans 2 nodes");
+std::string training_nodes(int n) { return replace_once(small_infra(), "count = 2 ", "count = " + std::to_string(n) + " "); }
+std::string ep_size(int n) { return replace_once(small_app(), "\nsize = 16 ", "\nsize = " + std::to_string(n) + " "); }
+
+// The trainer is ONE group with a rank on every GPU of the training nodes: ep.size must be
+// nodes x GPUs per node; the error gives both numbers and the fix.
+TEST(Infra, EpSizeMustEqualTheTrainingNodesGpus) {
+  const std::string err = check(small_infra(), ep_size(8));
+  EXPECT_NE(err.find("node_groups.training.count = 2 nodes x 8 GPUs (p5en.48xlarge) = 16 trainer ranks, but APP "
+                     "ep.size = 8"), std::string::npos) << err;
+  EXPECT_NE(err.find("HINT: set APP [ep] size = 16, or node_groups.training.count = 1"), std::string::npos) << err;
+  expect_error(small_infra(), ep_size(4), "node_groups.training.count", "set APP [ep] size = 16 (EP sub-groups");
+  expect_error(small_infra(), ep_size(32), "node_groups.training.count", "or node_groups.training.count = 4");
+  // The same shapes, consistent: one node of 8, four nodes of 8.
+  EXPECT_EQ(check(training_nodes(1), ep_size(8)), "");
+  EXPECT_EQ(check(training_nodes(4), ep_size(32)), "");
+  expect_error(replace_once(small_infra(), "efa_interfaces = 16", "efa_interfaces = 0"), small_app(),
+               "node_groups.training.efa_interfaces", "spans 2 nodes");
 }
 
-// The trainer role is one process: a training group of several nodes would start that many
-// independent trainers on one queue and lineage, whatever ep.size says (#17 item 3).
-TEST(Infra, SeveralTrainingNodesAreRefused) {
-  std::string two_nodes = replace_once(small_infra(), "count = 1\ncapacity", "count = 2\ncapacity");
-  for (const char* ep : {"size = 8", "size = 16"}) {
-    expect_error(two_nodes, replace_once(small_app(), "size = 8", ep), "node_groups.training.count",
-                 "2 nodes would start 2 independent trainers");
-  }
-  expect_error(two_nodes, small_app(), "node_groups.training.count", "set node_groups.training.count = 1");
+// ep.size and rollout.ep_size shard model.num_experts; the backend must carry the group.
+TEST(Infra, EpSizesAgainstTheExpertsAndTheBackend) {
+  expect_error(training_nodes(3), ep_size(24), "ep.size", "= 24 does not divide model.num_experts = 64");
+  expect_error(small_infra(), replace_once(small_app(), "backend = \"nccl\"", "backend = \"loopback\""), "ep.backend",
+               "runs one rank, but ep.size = 16");
+  std::string no_backend = replace_once(small_app(), "backend = \"nccl\"", "# no backend: loopback");
+  expect_error(training_nodes(1), replace_once(no_backend, "\nsize = 16 ", "\nsize = 8 "), "ep.backend", "ep.size = 8");
+  expect_error(small_infra(), replace_once(small_app(), "backend = \"nccl\"", "backend = \"cuda_ipc\""), "ep.backend",
+               "stays within one node, but the trainer group spans 2 nodes");
+  EXPECT_EQ(check(training_nodes(1), replace_once(ep_size(8), "backend = \"nccl\"", "backend = \"cuda_ipc\"")), "");
+}
+
+// A rollout pod is one instance of rollout.ep_size GPUs: it must divide the GPUs of every
+// rollout instance type, and it is the only source of a rollout pod's GPU count.
+TEST(Infra, RolloutEpSizeMustDivideTheRolloutNodesGpus) {
+  const std::string err = check(small_infra(), replace_once(small_app(), "ep_size = 2 ", "ep_size = 8 "));
+  EXPECT_NE(err.find("node_groups.rollout.instance_types has g6e.12xlarge with 4 GPUs, which APP rollout.ep_size = 8 "
+                     "does not divide"), std::string::npos) << err;
+  EXPECT_NE(err.find("HINT: set APP rollout.ep_size to a divisor of 4"), std::string::npos) << err;
+  expect_error(small_infra(), replace_once(small_app(), "ep_size = 2 ", "ep_size = 3 "), "rollout.ep_size",
+               "= 3 does not divide model.num_experts = 64");
+  // 4-GPU instances: one per node, so 4 nodes hold 4, not 8.
+  expect_error(small_infra(), replace_once(small_app(), "ep_size = 2 ", "ep_size = 4 "), "node_groups.rollout.max",
+               "hold 4 rollout instances of 4 GPU(s), but APP rollout.num_workers = 8");
+  EXPECT_EQ(check(small_infra(), replace_once(replace_once(small_app(), "ep_size = 2 ", "ep_size = 4 "),
+                                              "num_workers = 8 ", "num_workers = 4 ")), "");
+  expect_error(replace_once(small_infra(), "grace_seconds = 90", "grace_seconds = 90\ngpus_per_worker = 4"), small_app(),
+               "rollout.gpus_per_worker", "no longer read: a rollout pod is one instance of APP rollout.ep_size GPUs");
 }
 
 TEST(Infra, MissingOrMismatchedBucket) {
@@ -123,7 +154,7 @@ TEST(Infra, SpotGracePeriodInsideTheNotice) {
 }
 
 TEST(Infra, UnknownKeysAndBadChoicesAreRejected) {
-  expect_error(replace_once(small_infra(), "count = 1\ncapacity", "count = 1\ninstnce_count = 3\ncapacity"), small_app(),
+  expect_error(replace_once(small_infra(), "count = 2 ", "count = 2\ninstnce_count = 3 "), small_app(),
                "node_groups.training", "unknown key(s)");
   expect_error(replace_once(small_infra(), "capacity = \"on-demand\"\nefa", "capacity = \"spot\"\nefa"), small_app(),
                "node_groups.training.capacity", "\"spot\" is not accepted");
@@ -134,7 +165,7 @@ TEST(Infra, UnknownKeysAndBadChoicesAreRejected) {
 }
 
 TEST(Infra, TooManyRolloutWorkersForTheGroup) {
-  expect_error(small_infra(), replace_once(small_app(), "num_workers = 4", "num_workers = 9"), "node_groups.rollout.max",
+  expect_error(small_infra(), replace_once(small_app(), "num_workers = 8", "num_workers = 9"), "node_groups.rollout.max",
                "rollout.num_workers = 9");
 }
 

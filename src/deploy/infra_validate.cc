@@ -12,6 +12,36 @@ namespace moerl::deploy {
 using detail::dns1123_label;
 using detail::fail;
 
+namespace {
+
+[[noreturn]] void app_fail(const AppView& app, const std::string& field, const std::string& what, const std::string& hint) {
+  throw Error("APP " + app.source + ": " + field + " " + what, hint);
+}
+
+// The EP sizes against the model and the backend: the trainer group's ep.size and a rollout
+// instance's rollout.ep_size each shard model.num_experts; loopback is one rank, cuda_ipc one
+// node.
+void check_app_ep(const AppView& app, int64_t training_nodes) {
+  const std::string backend = app.ep_backend.empty() ? "loopback" : app.ep_backend;
+  for (const auto& [key, size] : {std::pair<std::string, int64_t>{"ep.size", app.ep_size}, {"rollout.ep_size", app.rollout_ep_size}}) {
+    if (app.num_experts > 0 && app.num_experts % size != 0) {
+      app_fail(app, key, "= " + std::to_string(size) + " does not divide model.num_experts = " + std::to_string(app.num_experts),
+               "each rank holds num_experts / " + key + " experts: choose a divisor of " + std::to_string(app.num_experts));
+    }
+    if (size > 1 && backend == "loopback") {
+      app_fail(app, "ep.backend", "= \"" + backend + "\" runs one rank, but " + key + " = " + std::to_string(size),
+               "set [ep] backend = \"nccl\" on GPUs (\"fabric\" on CPUs)");
+    }
+  }
+  if (training_nodes > 1 && backend == "cuda_ipc") {
+    app_fail(app, "ep.backend", "= \"cuda_ipc\" stays within one node, but the trainer group spans " +
+                                    std::to_string(training_nodes) + " nodes",
+             "use \"nccl\" (NCCL over EFA through aws-ofi-nccl)");
+  }
+}
+
+}  // namespace
+
 void validate_infra(const InfraConfig& c, const AppView& app) {
   static const std::regex cluster_re("^[a-zA-Z][-a-zA-Z0-9]{0,99}$");
   if (!std::regex_match(c.cluster_name, cluster_re)) {
@@ -77,38 +107,30 @@ void validate_infra(const InfraConfig& c, const AppView& app) {
          "create the role with the rendered iam-policy.json and give its ARN, e.g. "
          "\"arn:aws:iam::123456789012:role/moerl-job\"");
   }
-  // Training: whole nodes, EP groups tile the GPUs.
+  // Training: ONE trainer group over every GPU of the training nodes: expert parallel over
+  // all of its ranks, data parallel for the dense weights (EP sub-groups with replicated
+  // experts are not built), one `moerl launch --nproc-per-node <GPUs>` per node pod.
   const NodeGroup& tr = c.training;
   if (tr.desired < 1) fail(c, "node_groups.training.count", "= 0", "the trainer needs at least one node");
   if (tr.min_size != tr.max_size) {
     fail(c, "node_groups.training", "scales (min != max)", "the trainer is one gang of fixed size: use count = N");
   }
-  const int64_t gpn = tr.smallest.gpus, total = training_gpus_total(c), ep = app.ep_size;
-  if (total % ep != 0 || (ep > gpn ? ep % gpn != 0 : gpn % ep != 0)) {
+  const int64_t gpn = training_gpus_per_node(c), nodes = tr.desired, total = training_gpus_total(c), ep = app.ep_size;
+  if (ep != total) {
+    std::string fix = "set APP [ep] size = " + std::to_string(total);
+    if (ep % gpn == 0) fix += ", or node_groups.training.count = " + std::to_string(ep / gpn);
     fail(c, "node_groups.training.count",
-         "= " + std::to_string(tr.desired) + " nodes x " + std::to_string(gpn) + " GPUs (" + tr.instance_types[0] +
-             ") = " + std::to_string(total) + " GPUs does not divide into EP groups of APP ep.size = " +
-             std::to_string(ep),
-         "ep.size must divide the GPUs of one node or be a multiple of it, and divide the total; e.g. ep.size = " +
-             std::to_string(gpn));
+         "= " + std::to_string(nodes) + " nodes x " + std::to_string(gpn) + " GPUs (" + tr.instance_types[0] + ") = " +
+             std::to_string(total) + " trainer ranks, but APP ep.size = " + std::to_string(ep) +
+             ": the trainer is one group of ep.size ranks, one per GPU of the training nodes",
+         fix + " (EP sub-groups with replicated experts are not built)");
   }
-  if (ep > gpn && tr.efa_interfaces == 0) {
+  if (nodes > 1 && tr.efa_interfaces == 0) {
     fail(c, "node_groups.training.efa_interfaces",
-         "= 0 but APP ep.size = " + std::to_string(ep) + " spans " + std::to_string(ep / gpn) + " nodes",
-         "the EP data plane between nodes runs over EFA: enable it or keep ep.size <= " + std::to_string(gpn));
+         "= 0 but the trainer group (APP ep.size = " + std::to_string(ep) + ") spans " + std::to_string(nodes) + " nodes",
+         "the EP data plane between nodes runs over EFA: enable it or use one node");
   }
-  // NOTE: `moerl trainer` runs as one process whatever ep.size says (expert parallelism in the
-  // async roles is issue #20): N training nodes would start N independent trainers on one
-  // queue, one ckpt/ and one weights/ lineage (and `moerl trainer` refuses WORLD_SIZE > 1).
-  if (tr.desired > 1) {
-    fail(c, "node_groups.training.count",
-         "= " + std::to_string(tr.desired) + ": the trainer role runs as one process on one node (APP ep.size = " +
-             std::to_string(ep) + " is not applied to it yet), so " + std::to_string(tr.desired) +
-             " nodes would start " + std::to_string(tr.desired) +
-             " independent trainers sharing one queue, checkpoint and weight lineage",
-         "set node_groups.training.count = 1 (and APP ep.size <= " + std::to_string(gpn) +
-             ") until the trainer runs as one multi-rank group");
-  }
+  check_app_ep(app, nodes);
   if (tr.efa_interfaces > 0 && c.hugepages_2mi_mib <= 0) {
     fail(c, "trainer.hugepages_2mi_mib", "= 0 with EFA enabled", "libfabric's EFA provider needs 2 MiB hugepages");
   }
@@ -122,17 +144,23 @@ void validate_infra(const InfraConfig& c, const AppView& app) {
     fail(c, "rollout.grace_seconds", "= " + std::to_string(c.grace_seconds) + " is not inside the two-minute Spot notice",
          "keep it <= ~90 s so the drain finishes before the instance is reclaimed");
   }
-  const int64_t gpw = rollout_gpus_per_worker(c);
-  if (gpw > ro.smallest.gpus) {
-    fail(c, "rollout.gpus_per_worker", "= " + std::to_string(gpw) + " exceeds the " + std::to_string(ro.smallest.gpus) +
-                                           " GPUs of " + ro.smallest.name,
-         "lower it or use larger instance types");
+  // Each rollout pod is one instance of APP rollout.ep_size GPUs; instances tile the nodes.
+  const int64_t m = app.rollout_ep_size;
+  for (const auto& name : ro.instance_types) {
+    const InstanceType* t = find_instance_type(name);
+    if (t->gpus % m != 0) {
+      fail(c, ro.instance_types.size() > 1 ? "node_groups.rollout.instance_types" : "node_groups.rollout.instance_type",
+           "has " + name + " with " + std::to_string(t->gpus) + " GPUs, which APP rollout.ep_size = " +
+               std::to_string(m) + " does not divide (each rollout pod is one instance of rollout.ep_size GPUs)",
+           "set APP rollout.ep_size to a divisor of " + std::to_string(t->gpus) +
+               ", or use instance types whose GPU count it divides");
+    }
   }
-  const int64_t per_node = ro.smallest.gpus / gpw;
+  const int64_t per_node = ro.smallest.gpus / m;
   if (app.num_workers > ro.max_size * per_node) {
     fail(c, "node_groups.rollout.max",
          "= " + std::to_string(ro.max_size) + " nodes hold " + std::to_string(ro.max_size * per_node) +
-             " workers of " + std::to_string(gpw) + " GPU(s), but APP rollout.num_workers = " +
+             " rollout instances of " + std::to_string(m) + " GPU(s), but APP rollout.num_workers = " +
              std::to_string(app.num_workers),
          "raise node_groups.rollout.max or lower rollout.num_workers");
   }

@@ -115,17 +115,33 @@ Json role_env(const InfraConfig& infra, bool efa) {
   return env;
 }
 
-Json role_command(const InfraConfig& infra, const std::string& role) {
-  // tini is PID 1: it forwards SIGTERM to moerl (-g: to its process group) and reaps zombies,
-  // so the runtime's drain handler sees the signal Kubernetes sends.
-  Json argv = Json::array({"tini", "-g", "--", "moerl", role, kAppPath, "--set", "runtime.queue_url=" + redis_url(infra),
-                           "--set", "metrics.prometheus_port=" + std::to_string(kMetricsPort)});
+Json role_argv(const InfraConfig& infra, const std::string& role) {
+  Json argv = Json::array({"moerl", role, kAppPath, "--set", "runtime.queue_url=" + redis_url(infra), "--set",
+                           "metrics.prometheus_port=" + std::to_string(kMetricsPort)});
   if (role == "rollout") {
     argv.push_back("--set");
     argv.push_back("runtime.drain_seconds=" + std::to_string(drain_seconds(infra)));
   }
   return argv;
 }
+
+Json pod_command(const Json& role_argv, int64_t launch_ranks, int64_t pod_grace_seconds) {
+  // tini is PID 1: it forwards SIGTERM to its child's process group (-g) and reaps zombies.
+  // The child is the launcher (which forwards the signal to each rank and dies with no rank
+  // left behind) or, for one process, the role itself, whose drain handler sees the signal.
+  Json argv = Json::array({"tini", "-g", "--"});
+  if (launch_ranks > 0) {
+    const std::string n = std::to_string(launch_ranks);
+    const std::string grace = std::to_string(launcher_grace_seconds(pod_grace_seconds));
+    for (const std::string& a : std::vector<std::string>{"moerl", "launch", "--nproc-per-node", n, "--grace", grace, "--"}) {
+      argv.push_back(a);
+    }
+  }
+  for (const auto& a : role_argv) argv.push_back(a);
+  return argv;
+}
+
+int64_t launcher_grace_seconds(int64_t pod_grace_seconds) { return std::max<int64_t>(1, pod_grace_seconds - 5); }
 
 Json scrape_annotations() {
   return Json{{"prometheus.io/scrape", "true"},

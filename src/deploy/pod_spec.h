@@ -22,7 +22,8 @@ inline constexpr const char* kAppConfigMap = "moerl-app";
 inline constexpr const char* kAppPath = "/etc/moerl/app.toml";
 inline constexpr const char* kNodeGroupLabel = "moerl.io/node-group";
 inline constexpr int kRedisPort = 6379;
-inline constexpr int kRendezvousPort = 23456;  // Kubeflow's PyTorchJob default
+inline constexpr int kRendezvousPort = 23456;  // Kubeflow's PyTorchJob default; global rank 0's TCPStore
+inline constexpr int64_t kTrainerGraceSeconds = 120;  // the trainer pods' terminationGracePeriodSeconds
 inline constexpr int kMetricsPort = 9400;      // every role's Prometheus /metrics ([metrics] prometheus_port)
 inline constexpr int64_t kImageUid = 1000;     // USER of deploy/Dockerfile and Dockerfile.cpu
 inline constexpr int64_t kRedisUid = 999;      // the redis image's redis user
@@ -42,10 +43,19 @@ std::string redis_url(const InfraConfig& infra);
 // Environment shared by the GPU roles (pod name, region, the Redis password as
 // MOERL_REDIS_PASSWORD from the Secret, libfabric provider, logging).
 Json role_env(const InfraConfig& infra, bool efa);
-// ["tini", "-g", "--", "moerl", ROLE, kAppPath, "--set", "runtime.queue_url=...", "--set",
-// "metrics.prometheus_port=<kMetricsPort>", ...]; rollout workers also get runtime.drain_seconds
-// so the drain ends inside the grace period.
-Json role_command(const InfraConfig& infra, const std::string& role);
+// What each rank of a role runs: ["moerl", ROLE, kAppPath, "--set", "runtime.queue_url=...",
+// "--set", "metrics.prometheus_port=<kMetricsPort>", ...]; rollout instances also get
+// runtime.drain_seconds so the drain ends inside the grace period.
+Json role_argv(const InfraConfig& infra, const std::string& role);
+// The container's command: tini as PID 1 around the ranks of the pod. launch_ranks > 0:
+// ["tini", "-g", "--", "moerl", "launch", "--nproc-per-node", N, "--grace", S, "--", role_argv...]
+// (the launcher forms the ranks from the pod's rendezvous env and SIGKILLs them S seconds
+// after forwarding SIGTERM, S = launcher_grace_seconds(pod_grace_seconds)); 0: ["tini", "-g",
+// "--", role_argv...], one process.
+Json pod_command(const Json& role_argv, int64_t launch_ranks, int64_t pod_grace_seconds);
+// The pod's grace period less 5 s for the launcher to reap its ranks and exit before the
+// kubelet's SIGKILL.
+int64_t launcher_grace_seconds(int64_t pod_grace_seconds);
 // Pod annotations that Prometheus' kubernetes-pods scrape config (and most charts) follow:
 // prometheus.io/scrape, /port (kMetricsPort), /path; and the matching container port.
 Json scrape_annotations();

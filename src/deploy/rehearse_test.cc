@@ -1,8 +1,11 @@
 // The local rehearsal (scripts/rehearse-deploy.sh) in `make test`: examples/deploy/small is
-// rendered, the trainer, 2 rollout workers and Redis run as local processes with the argv and
-// env read back from the YAML, and the job must train (summary, every step, nothing lost, a
-// reward per step, checkpoints and weight versions in the S3 test server). A rehearsal that
-// misses its deadline or is interrupted must leave no process behind.
+// rendered; the trainer group (2 node pods, each a `moerl launch` of 1 rank here), 2 rollout
+// instances (`moerl launch` of 2 ranks) and Redis run as local processes with the argv and env
+// read back from the YAML, and the job must train (summary, every step, nothing lost, a reward
+// per step, checkpoints and weight versions in the S3 test server). A rehearsal that misses
+// its deadline or is interrupted must leave no process behind.
+// NOTE: needs the multi-rank trainer and rollout roles ([rollout] ep_size, ep.size = WORLD_SIZE
+// under `moerl launch`); with roles that refuse those, the role processes fail and so does this.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -64,13 +67,20 @@ TEST(Rehearsal, RenderedSmallExampleTrainsAsLocalProcesses) {
   auto r = run_command("MOERL_BIN='" + bin + "' bash " + script() + " --work " + work + " --timeout 150");
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(r.status, 0) << r.output;
-  // The roles ran the rendered commands: the trainer and rollout subcommands on the ConfigMap's
-  // app.toml, the queue URL (no password: that comes from the Secret in the environment)
-  // pointed at the local Redis, which runs with the StatefulSet's AOF flags and reads its
-  // password from stdin; the rendered readiness probe authenticates through REDISCLI_AUTH.
-  EXPECT_NE(r.output.find("trainer: " + bin + " trainer " + work + "/app.toml --set runtime.queue_url=redis://127.0.0.1:"),
+  // The roles ran the rendered commands: a launcher per pod (rank counts scaled down) around
+  // the trainer and rollout subcommands on the ConfigMap's app.toml, the queue URL (no
+  // password: that comes from the Secret in the environment) pointed at the local Redis, which
+  // runs with the StatefulSet's AOF flags and reads its password from stdin; the rendered
+  // readiness probe authenticates through REDISCLI_AUTH.
+  EXPECT_NE(r.output.find("trainer: " + bin + " launch --nproc-per-node 1 --grace 115 -- moerl trainer " + work +
+                          "/app.toml --set runtime.queue_url=redis://127.0.0.1:"),
             std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("rollout x2: " + bin + " rollout " + work + "/app.toml --set runtime.queue_url=redis://127.0.0.1:"),
+  EXPECT_NE(r.output.find("rollout x2: " + bin + " launch --nproc-per-node 2 --grace 85 -- moerl rollout " + work +
+                          "/app.toml --set runtime.queue_url=redis://127.0.0.1:"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("trainer group: 2 node pod(s) x 1 rank(s) = 2 ranks, one launcher per pod (rendered 2 x 8)"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model.device=cpu model.dtype=float32 model.rollout_dtype=float32 ep.backend=fabric"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--appendonly yes --appendfsync always"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("password from the Secret in env REDISCLI_AUTH, on no argv"), std::string::npos) << r.output;
@@ -80,6 +90,8 @@ TEST(Rehearsal, RenderedSmallExampleTrainsAsLocalProcesses) {
   EXPECT_NE(r.output.find("redis refuses a client without the password (NOAUTH)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("store: s3://moerl-example-artifacts/runs/small unchanged"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rehearse-deploy: trained: 4 RL steps, accounting.lost 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rehearse-deploy: trainer exited 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rehearse-deploy: trainer-1 exited 0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rollout-0 exited 0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rollout-1 exited 0"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(work)) << "the rehearsal left its work directory";
@@ -120,7 +132,7 @@ TEST(Rehearsal, MissedDeadlineOrInterruptLeavesNoProcessBehind) {
   }
   ASSERT_TRUE(running) << testing::read_file(log);
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  EXPECT_GE(processes_in(work).size(), 4u) << "expected redis, S3 server, trainer and rollout workers running";
+  EXPECT_GE(processes_in(work).size(), 4u) << "expected redis, S3 server, trainer launchers and rollout instances running";
   rehearsal.signal(SIGTERM);
   std::optional<int> status = rehearsal.wait_for(Deadline::after_seconds(30));
   ASSERT_TRUE(status.has_value()) << "the rehearsal did not stop within 30 s of SIGTERM";

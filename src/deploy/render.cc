@@ -40,6 +40,11 @@ std::string readme(const InfraConfig& infra, const AppView& app, bool efa_daemon
         : infra.launcher == Launcher::kJobSet   ? "install the JobSet controller (jobset.x-k8s.io CRD)\n"
                                                 : "none needed (Indexed Job + headless Service are core kinds)\n");
   r += "4. Manifests, in order:       kubectl apply -f k8s/\n";
+  r += "\nTrainer: one group of APP ep.size = " + std::to_string(app.ep_size) + " ranks, " +
+       std::to_string(infra.training.desired) + " node pod(s) x " + std::to_string(training_gpus_per_node(infra)) +
+       " (each: moerl launch --nproc-per-node " + std::to_string(training_gpus_per_node(infra)) +
+       " -- moerl trainer ...).\nRollout: " + std::to_string(app.num_workers) + " instance pod(s) of APP rollout.ep_size = " +
+       std::to_string(app.rollout_ep_size) + " GPU(s).\n";
   if (has_efa && !efa_daemonset) {
     r += "\nNOTE: no EFA device plugin manifest was rendered (trainer.efa_device_plugin = \"eksctl\"):\n"
          "eksctl installs the aws-efa-k8s-device-plugin DaemonSet for efaEnabled node groups.\n";

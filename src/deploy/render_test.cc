@@ -15,60 +15,15 @@ using testing::example;
 using testing::read_file;
 using testing::replace_once;
 
-struct Job {
-  InfraConfig infra;
-  AppView app;
-};
-
-Job load(const std::string& name, const std::string& infra_patch_from = "", const std::string& infra_patch_to = "") {
-  std::string infra = read_file(example(name, "infra.toml"));
-  if (!infra_patch_from.empty()) infra = replace_once(infra, infra_patch_from, infra_patch_to);
-  Job j{parse_infra(infra, "infra.toml"), parse_app_view(read_file(example(name, "app.toml")), example(name, "app.toml"))};
-  validate_infra(j.infra, j.app);
-  return j;
-}
-
-const Json& trainer_pod(const std::vector<Json>& objs) {
-  const Json& job = objs.back();
-  if (job["kind"] == "PyTorchJob") return job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"];
-  if (job["kind"] == "JobSet") return job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"];
-  return job["spec"]["template"]["spec"];
-}
-
-TEST(Render, TrainerGangOnOnDemandEfaNodes) {
-  Job j = load("small");
-  auto objs = render_trainer(j.infra, j.app);
-  ASSERT_EQ(objs.size(), 1u);
-  EXPECT_EQ(objs[0]["kind"], "PyTorchJob");
-  EXPECT_EQ(objs[0]["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"], 1);
-  // One trainer process: the trainer role is not a multi-rank group yet (#17 item 3), so no
-  // Worker replicas (each would be an independent trainer).
-  EXPECT_FALSE(objs[0]["spec"]["pytorchReplicaSpecs"].contains("Worker")) << objs[0].dump();
-  EXPECT_EQ(objs[0]["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"], 1);
-  const Json& pod = trainer_pod(objs);
-  const Json& c = pod["containers"][0];
-  EXPECT_EQ(c["name"], "pytorch");
-  EXPECT_EQ(c["resources"]["requests"], c["resources"]["limits"]);
-  EXPECT_EQ(c["resources"]["limits"]["vpc.amazonaws.com/efa"], "16");
-  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "8");
-  EXPECT_EQ(c["resources"]["limits"]["hugepages-2Mi"], "5120Mi");
-  EXPECT_EQ(c["command"][3], "moerl");
-  EXPECT_EQ(c["command"][4], "trainer");
-  EXPECT_EQ(c["command"][5], kAppPath);
-  EXPECT_EQ(pod["nodeSelector"][kNodeGroupLabel], "training");
-  const Json& expr = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0];
-  EXPECT_EQ(expr["key"], "eks.amazonaws.com/capacityType");
-  EXPECT_EQ(expr["values"], Json::array({"ON_DEMAND", "CAPACITY_BLOCK"}));
-  bool shm = false;
-  for (const auto& v : pod["volumes"]) shm |= v["name"] == "dshm" && v["emptyDir"]["medium"] == "Memory";
-  EXPECT_TRUE(shm);
-}
+using testing::Job;
+using testing::load_job;
+using testing::trainer_pod;
 
 // Prometheus finds every role: the pod templates carry the scrape annotations, the container
 // exposes the port, and the role's command turns the endpoint on at that port.
 TEST(Render, EveryRoleServesPrometheusWithScrapeAnnotations) {
   for (const char* launcher : {"pytorchjob", "jobset", "indexed-job"}) {
-    Job j = load("small", "launcher = \"pytorchjob\"", std::string("launcher = \"") + launcher + "\"");
+    Job j = load_job("small", "launcher = \"pytorchjob\"", std::string("launcher = \"") + launcher + "\"");
     std::vector<std::pair<Json, Json>> pods;  // (template metadata, pod spec)
     std::vector<Json> trainer = render_trainer(j.infra, j.app);
     const Json& job = trainer.back();
@@ -93,57 +48,10 @@ TEST(Render, EveryRoleServesPrometheusWithScrapeAnnotations) {
   }
 }
 
-TEST(Render, JobSetAndIndexedJobSetRendezvousEnv) {
-  for (const char* launcher : {"jobset", "indexed-job"}) {
-    Job j = load("small", "launcher = \"pytorchjob\"", std::string("launcher = \"") + launcher + "\"");
-    auto objs = render_trainer(j.infra, j.app);
-    const Json& env = trainer_pod(objs)["containers"][0]["env"];
-    std::map<std::string, Json> by_name;
-    for (const auto& e : env) by_name[e["name"]] = e;
-    ASSERT_TRUE(by_name.count("MASTER_ADDR")) << launcher;
-    EXPECT_EQ(by_name["WORLD_SIZE"]["value"], "1");
-    EXPECT_EQ(by_name["RANK"]["valueFrom"]["fieldRef"]["fieldPath"],
-              "metadata.annotations['batch.kubernetes.io/job-completion-index']");
-    if (std::string(launcher) == "indexed-job") {
-      ASSERT_EQ(objs.size(), 2u);
-      EXPECT_EQ(objs[0]["kind"], "Service");
-      EXPECT_EQ(objs[0]["spec"]["clusterIP"], "None");
-      EXPECT_EQ(objs[1]["spec"]["completionMode"], "Indexed");
-      EXPECT_EQ(by_name["MASTER_ADDR"]["value"], "moerl-trainer-0.moerl-trainer.moerl-small.svc.cluster.local");
-    } else {
-      EXPECT_EQ(by_name["MASTER_ADDR"]["value"], "moerl-trainer-node-0-0.moerl-trainer");
-    }
-  }
-}
-
-TEST(Render, RolloutOnSpotWithDrainBudgetAndBounds) {
-  Job j = load("reference-48");
-  auto objs = render_rollout(j.infra, j.app);
-  ASSERT_EQ(objs.size(), 3u);  // Deployment, PDB, HPA (autoscale_metric set)
-  const Json& d = objs[0];
-  EXPECT_EQ(d["kind"], "Deployment");
-  EXPECT_EQ(d["spec"]["replicas"], 32);
-  const Json& pod = d["spec"]["template"]["spec"];
-  EXPECT_EQ(pod["terminationGracePeriodSeconds"], 90);
-  EXPECT_EQ(pod["nodeSelector"][kNodeGroupLabel], "rollout");
-  EXPECT_EQ(pod["containers"][0]["command"][0], "tini");
-  EXPECT_EQ(pod["containers"][0]["command"][4], "rollout");
-  // The runtime's drain must end before SIGKILL: drain deadline = grace period - 15 s.
-  EXPECT_EQ(pod["containers"][0]["command"].back(), "runtime.drain_seconds=75");
-  EXPECT_EQ(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "8");
-  EXPECT_EQ(objs[1]["kind"], "PodDisruptionBudget");
-  EXPECT_EQ(objs[1]["spec"]["maxUnavailable"], 8);
-  EXPECT_EQ(objs[2]["spec"]["minReplicas"], 8);
-  EXPECT_EQ(objs[2]["spec"]["maxReplicas"], 32);
-  EXPECT_EQ(d["metadata"]["annotations"]["moerl.io/replicas-max"], "32");
-  // Separate objects: nothing of the rollout names the trainer.
-  EXPECT_EQ(d.dump().find("moerl-trainer"), std::string::npos);
-}
-
 TEST(Render, RolesGetTheirPodNameFromTheDownwardApi) {
   // The rollout worker id defaults to POD_NAME + a random suffix (PIDs repeat across pods);
   // the rendered roles pass no --worker-id.
-  Job j = load("reference-48");
+  Job j = load_job("reference-48");
   std::vector<std::pair<std::string, Json>> pods = {
       {"rollout", render_rollout(j.infra, j.app)[0]["spec"]["template"]["spec"]},
       {"trainer", trainer_pod(render_trainer(j.infra, j.app))}};
@@ -161,7 +69,7 @@ TEST(Render, RolesGetTheirPodNameFromTheDownwardApi) {
 }
 
 TEST(Render, RedisWithAofOnAVolumeAndASecretPassword) {
-  Job j = load("small", "appendfsync = \"always\"", "# appendfsync: the default");
+  Job j = load_job("small", "appendfsync = \"always\"", "# appendfsync: the default");
   auto objs = render_redis(j.infra, j.app);
   const Json& sts = objs.back();
   EXPECT_EQ(sts["kind"], "StatefulSet");
@@ -175,7 +83,7 @@ TEST(Render, RedisWithAofOnAVolumeAndASecretPassword) {
   EXPECT_EQ(sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"], "100Gi");
   Json secret = render_redis_secret(j.infra, j.app, "pw123");
   EXPECT_EQ(secret["stringData"]["password"], "pw123");
-  Job e = load("small", "appendfsync = \"always\"", "appendfsync = \"everysec\"");
+  Job e = load_job("small", "appendfsync = \"always\"", "appendfsync = \"everysec\"");
   EXPECT_NE(render_redis(e.infra, e.app).back().dump().find("\"--appendfsync\",\"everysec\""), std::string::npos);
 }
 
@@ -183,7 +91,7 @@ TEST(Render, RedisWithAofOnAVolumeAndASecretPassword) {
 // server reads `requirepass` from stdin, redis-cli takes REDISCLI_AUTH, the roles
 // MOERL_REDIS_PASSWORD; all three from the Secret.
 TEST(Render, RedisPasswordIsOnNoArgv) {
-  Job j = load("small");
+  Job j = load_job("small");
   const Json sts = render_redis(j.infra, j.app).back();
   const Json& redis = sts["spec"]["template"]["spec"]["containers"][0];
   const std::string argv = redis["command"].dump();
@@ -213,7 +121,7 @@ TEST(Render, RedisPasswordIsOnNoArgv) {
 // Only the job's trainer and rollout pods reach Redis, on its port; EKS's VPC CNI is told to
 // enforce NetworkPolicy.
 TEST(Render, NetworkPolicyLetsOnlyTheJobsPodsReachRedis) {
-  Job j = load("small");
+  Job j = load_job("small");
   auto objs = render_redis(j.infra, j.app);
   const Json* np = nullptr;
   for (const auto& o : objs) {
@@ -250,7 +158,7 @@ TEST(Render, NetworkPolicyLetsOnlyTheJobsPodsReachRedis) {
 // plugin (a kubelet socket in a root-owned dir) runs as non-root.
 TEST(Render, EveryPodRunsNonRootWithRuntimeDefaultSeccomp) {
   for (const char* launcher : {"pytorchjob", "jobset", "indexed-job"}) {
-    Job j = load("small", "launcher = \"pytorchjob\"", std::string("launcher = \"") + launcher + "\"");
+    Job j = load_job("small", "launcher = \"pytorchjob\"", std::string("launcher = \"") + launcher + "\"");
     std::vector<std::pair<std::string, Json>> pods = {
         {"trainer", trainer_pod(render_trainer(j.infra, j.app))},
         {"rollout", render_rollout(j.infra, j.app)[0]["spec"]["template"]["spec"]},
@@ -273,7 +181,7 @@ TEST(Render, EveryPodRunsNonRootWithRuntimeDefaultSeccomp) {
 }
 
 TEST(Render, IrsaServiceAccountAndLeastPrivilegeS3Policy) {
-  Job j = load("small");
+  Job j = load_job("small");
   auto base = render_base(j.infra, j.app);
   EXPECT_EQ(base[1]["metadata"]["annotations"]["eks.amazonaws.com/role-arn"], "arn:aws:iam::123456789012:role/moerl-small-job");
   EXPECT_EQ(base[2]["data"]["app.toml"], j.app.text);
@@ -288,7 +196,7 @@ TEST(Render, IrsaServiceAccountAndLeastPrivilegeS3Policy) {
 }
 
 TEST(Render, EksctlNodeGroupsPerRole) {
-  Job j = load("reference-48");
+  Job j = load_job("reference-48");
   Json c = render_cluster_config(j.infra, j.app);
   std::map<std::string, Json> groups;
   for (const auto& ng : c["managedNodeGroups"]) groups[ng["name"]] = ng;
@@ -318,7 +226,7 @@ TEST(Yaml, QuotesWhatCouldBeMisreadAndKeepsBlocks) {
 }
 
 TEST(Render, FilesAndSecretMode) {
-  Job j = load("small");
+  Job j = load_job("small");
   Rendered r = render(j.infra, j.app, {.redis_password = "abc"});
   for (const char* f : {"eksctl-cluster.yaml", "iam-policy.json", "k8s/00-base.yaml", "k8s/01-redis-secret.yaml",
                         "k8s/10-redis.yaml", "k8s/20-efa-device-plugin.yaml", "k8s/30-trainer.yaml", "k8s/40-rollout.yaml",

@@ -1,7 +1,9 @@
-// The two roles. The trainer is one gang on on-demand (or capacity-block) EFA nodes: a
-// Kubeflow PyTorchJob, a JobSet, or an Indexed Job + headless Service. Rollout workers are a
-// separate Deployment on the Spot group with a PodDisruptionBudget and scaling bounds; they
-// share no gang with the trainer, so a Spot eviction can never restart training.
+// The two roles. The trainer is ONE group, a gang of node pods on on-demand (or capacity-block)
+// EFA nodes: a Kubeflow PyTorchJob, a JobSet, or an Indexed Job + headless Service, each pod
+// `moerl launch --nproc-per-node <GPUs>` with the node rank, node count and master in its env.
+// Rollout instances (one pod of APP rollout.ep_size GPUs each) are a separate Deployment on
+// the Spot group with a PodDisruptionBudget and scaling bounds; they share no gang with the
+// trainer, so a Spot eviction can never restart training.
 #include <algorithm>
 
 #include "deploy/pod_spec.h"
@@ -24,7 +26,7 @@ Json trainer_pod_template(const InfraConfig& infra, const AppView& app, const st
   for (const auto& e : extra_env) env.push_back(e);
   Json container{{"name", container_name},
                  {"image", infra.image_gpu},
-                 {"command", role_command(infra, "trainer")},
+                 {"command", pod_command(role_argv(infra, "trainer"), t.gpus, kTrainerGraceSeconds)},
                  {"env", env},
                  {"ports", Json::array({Json{{"name", "rendezvous"}, {"containerPort", kRendezvousPort}, {"protocol", "TCP"}},
                                         metrics_container_port()})},
@@ -34,7 +36,7 @@ Json trainer_pod_template(const InfraConfig& infra, const AppView& app, const st
   Json spec{{"serviceAccountName", infra.service_account},
             {"enableServiceLinks", false},
             {"securityContext", pod_security_context(kImageUid)},
-            {"terminationGracePeriodSeconds", 120},
+            {"terminationGracePeriodSeconds", kTrainerGraceSeconds},
             {"containers", Json::array({container})},
             {"volumes", Json::array({app_config_volume(), shm_volume(infra.trainer_shm_gib)})}};
   if (!restart_policy.empty()) spec["restartPolicy"] = restart_policy;
@@ -51,8 +53,9 @@ Json rank_from_completion_index() {
 std::vector<Json> pytorchjob(const InfraConfig& infra, const AppView& app) {
   const int64_t nodes = infra.training.desired;
   // The operator injects MASTER_ADDR=<job>-master-0, MASTER_PORT, WORLD_SIZE (= nodes, as
-  // nprocPerNode is "1": one moerl trainer process per node drives all of its GPUs), RANK and
-  // the PET_* variants. The container must be named "pytorch" for the port defaulting.
+  // nprocPerNode is "1": one launcher per pod starts the node's ranks), RANK (= node rank:
+  // Master 0, Worker i -> i + 1) and PET_NNODES / PET_NODE_RANK / PET_MASTER_ADDR / _PORT,
+  // which `moerl launch` reads. The container must be named "pytorch" for the port defaulting.
   Json tmpl = trainer_pod_template(infra, app, "pytorch", Json::array(), "", "");
   tmpl["spec"]["containers"][0]["ports"][0]["name"] = "pytorchjob-port";
   Json replicas{{"Master", Json{{"replicas", 1}, {"restartPolicy", "OnFailure"}, {"template", tmpl}}}};
@@ -71,7 +74,8 @@ std::vector<Json> pytorchjob(const InfraConfig& infra, const AppView& app) {
 std::vector<Json> jobset(const InfraConfig& infra, const AppView& app) {
   const int64_t nodes = infra.training.desired;
   const std::string subdomain = kTrainerName;
-  // Pods are <jobset>-<replicatedJob>-<jobIdx>-<podIdx>.<subdomain>; rank = completion index.
+  // Pods are <jobset>-<replicatedJob>-<jobIdx>-<podIdx>.<subdomain>; the node-level rendezvous
+  // `moerl launch` reads: WORLD_SIZE = nodes, RANK = node rank = completion index.
   Json env = Json::array({Json{{"name", "MASTER_ADDR"}, {"value", std::string(kTrainerName) + "-node-0-0." + subdomain}},
                           Json{{"name", "MASTER_PORT"}, {"value", std::to_string(kRendezvousPort)}},
                           Json{{"name", "WORLD_SIZE"}, {"value", std::to_string(nodes)}},
@@ -105,7 +109,7 @@ std::vector<Json> indexed_job(const InfraConfig& infra, const AppView& app) {
                              {"ports", Json::array({Json{{"name", "rendezvous"}, {"port", kRendezvousPort},
                                                          {"targetPort", kRendezvousPort}, {"protocol", "TCP"}}})}}}};
   // Indexed Job pods are named <job>-<index> and, with subdomain set, resolve as
-  // <job>-<index>.<service>.<namespace>.svc.cluster.local.
+  // <job>-<index>.<service>.<namespace>.svc.cluster.local. Node-level rendezvous as for JobSet.
   Json env = Json::array({Json{{"name", "MASTER_ADDR"},
                                {"value", std::string(kTrainerName) + "-0." + svc + "." + infra.namespace_ + ".svc.cluster.local"}},
                           Json{{"name", "MASTER_PORT"}, {"value", std::to_string(kRendezvousPort)}},
@@ -137,7 +141,7 @@ std::vector<Json> render_trainer(const InfraConfig& infra, const AppView& app) {
 std::vector<Json> render_rollout(const InfraConfig& infra, const AppView& app) {
   const NodeGroup& g = infra.rollout;
   const InstanceType& t = g.smallest;
-  const int64_t gpw = rollout_gpus_per_worker(infra);
+  const int64_t gpw = app.rollout_ep_size;  // GPUs (ranks) of one instance pod
   const int64_t per_node = t.gpus / gpw;
   const int64_t replicas = app.num_workers;
   const int64_t min_replicas = std::max<int64_t>(1, std::min<int64_t>(replicas, g.min_size * per_node));
@@ -150,7 +154,7 @@ std::vector<Json> render_rollout(const InfraConfig& infra, const AppView& app) {
   Json sel{{"app.kubernetes.io/name", "moerl"}, {"app.kubernetes.io/component", "rollout"}};
   Json container{{"name", "rollout"},
                  {"image", infra.image_gpu},
-                 {"command", role_command(infra, "rollout")},
+                 {"command", pod_command(role_argv(infra, "rollout"), gpw > 1 ? gpw : 0, infra.grace_seconds)},
                  {"env", role_env(infra, efa)},
                  {"ports", Json::array({metrics_container_port()})},
                  {"resources", resources(cpu_milli, mem_mib - hugepages, gpw, efa_per_worker, hugepages)},

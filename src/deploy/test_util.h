@@ -1,5 +1,5 @@
-// Helpers shared by the deploy tests: the example configs, string surgery on them, running
-// a command, and rendering into a temporary directory.
+// Helpers shared by the deploy tests: the example configs, string surgery on them, loading a
+// validated example job, running a command, and rendering into a temporary directory.
 #pragma once
 
 #include <cstdio>
@@ -16,6 +16,9 @@
 #include "base/env.h"
 #include "base/files.h"
 #include "base/subprocess.h"
+#include "deploy/app_view.h"
+#include "deploy/infra.h"
+#include "deploy/yaml.h"
 
 namespace moerl::deploy::testing {
 
@@ -44,6 +47,32 @@ inline std::string replace_once(std::string text, const std::string& from, const
   if (at == std::string::npos) return text;
   EXPECT_EQ(text.find(from, at + 1), std::string::npos) << "'" << from << "' found twice";
   return text.replace(at, from.size(), to);
+}
+
+// An example job (examples/deploy/NAME), optionally with one text replacement in each file,
+// validated.
+struct Job {
+  InfraConfig infra;
+  AppView app;
+};
+
+inline Job load_job(const std::string& name, const std::string& infra_patch_from = "", const std::string& infra_patch_to = "",
+         const std::string& app_patch_from = "", const std::string& app_patch_to = "") {
+  std::string infra = read_file(example(name, "infra.toml"));
+  if (!infra_patch_from.empty()) infra = replace_once(infra, infra_patch_from, infra_patch_to);
+  std::string app = read_file(example(name, "app.toml"));
+  if (!app_patch_from.empty()) app = replace_once(app, app_patch_from, app_patch_to);
+  Job j{parse_infra(infra, "infra.toml"), parse_app_view(app, example(name, "app.toml"))};
+  validate_infra(j.infra, j.app);
+  return j;
+}
+
+// The trainer pod spec (PyTorchJob: the Master's) of render_trainer's objects.
+inline const Json& trainer_pod(const std::vector<Json>& objs) {
+  const Json& job = objs.back();
+  if (job["kind"] == "PyTorchJob") return job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"];
+  if (job["kind"] == "JobSet") return job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"];
+  return job["spec"]["template"]["spec"];
 }
 
 struct CommandResult {

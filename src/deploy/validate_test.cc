@@ -277,19 +277,27 @@ TEST(RehearsePlan, ReadsBackTheRolesCommandsAndEnvFromTheYaml) {
   EXPECT_EQ(plan["redis"]["argv"].dump().find("test-password"), std::string::npos) << plan["redis"].dump();
   EXPECT_EQ(plan["redis"]["probe"].dump().find("test-password"), std::string::npos) << plan["redis"].dump();
   std::map<std::string, int64_t> replicas;
+  std::map<std::string, int64_t> first_node;
   for (const auto& role : plan["roles"]) {
     replicas[role["name"]] += role["replicas"].get<int64_t>();
+    first_node[role["replica_group"]] = role["first_node"];
+    // The pod's PID 1 child is the launcher; each of its ranks runs the role's argv.
     EXPECT_EQ(role["argv"][0], "moerl");
-    EXPECT_EQ(role["argv"][1], role["name"]);
-    EXPECT_EQ(role["argv"][4], "runtime.queue_url=redis://moerl-redis.moerl-small.svc.cluster.local:6379/0");
+    EXPECT_EQ(role["argv"][1], "launch");
+    EXPECT_EQ(role["launch"]["nproc_per_node"], role["name"] == "trainer" ? 8 : 2) << role.dump();
+    EXPECT_EQ(role["role_argv"][0], "moerl");
+    EXPECT_EQ(role["role_argv"][1], role["name"]);
+    EXPECT_EQ(role["role_argv"][4], "runtime.queue_url=redis://moerl-redis.moerl-small.svc.cluster.local:6379/0");
     EXPECT_EQ(role["env"]["MOERL_REDIS_PASSWORD"], "test-password");
     EXPECT_EQ(role["env"]["AWS_REGION"], "us-east-2");
     bool pod_name = false;
     for (const auto& inj : role["injected"]) pod_name = pod_name || inj.value("name", "") == "POD_NAME";
     EXPECT_TRUE(pod_name) << role["name"] << ": POD_NAME is not injected from metadata.name: " << role.dump();
   }
-  EXPECT_EQ(replicas["trainer"], 1);  // one trainer process: a master, no workers
-  EXPECT_EQ(replicas["rollout"], 4);
+  EXPECT_EQ(replicas["trainer"], 2);  // one trainer group: node pods Master (node 0) + Worker (node 1)
+  EXPECT_EQ(first_node["/spec/pytorchReplicaSpecs/Master/template"], 0);
+  EXPECT_EQ(first_node["/spec/pytorchReplicaSpecs/Worker/template"], 1);
+  EXPECT_EQ(replicas["rollout"], 8);  // instance pods
   remove_tree(tmp);
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Reads a directory `moerl deploy render` wrote and prints, as JSON, exactly what each role's
-// container would run: argv (after the tini wrapper) and env, with Secret references and
+// container would run: argv (after the tini wrapper; split into the `moerl launch` part and the
+// role's argv each rank runs) and env, with Secret references and
 // $(VAR) expansions resolved the way Kubernetes resolves them, plus the Redis server's argv
 // and the app config from the ConfigMap. scripts/rehearse-deploy.sh runs that plan as local
 // processes. Values Kubernetes or an operator injects at run time (PyTorchJob's MASTER_ADDR,
@@ -51,7 +52,18 @@ function containerPlan(c, secrets, configMaps) {
   }
   let argv = [...(c.command || []), ...(c.args || [])].map((a) => expand(a, env));
   if (argv[0] === 'tini') argv = argv.slice(argv.indexOf('--') + 1);  // PID-1 wrapper only
-  return { argv, env, injected };
+  // `moerl launch --nproc-per-node N ... -- moerl ROLE ...`: the pod's ranks come from the
+  // launcher; role_argv is what each rank runs.
+  let launch = null;
+  let roleArgv = argv;
+  if (argv[1] === 'launch') {
+    const sep = argv.indexOf('--');
+    const flags = argv.slice(2, sep);
+    const n = flags.indexOf('--nproc-per-node');
+    launch = { argv: argv.slice(0, sep), nproc_per_node: n >= 0 ? Number(flags[n + 1]) : null };
+    roleArgv = argv.slice(sep + 1);
+  }
+  return { argv, launch, role_argv: roleArgv, env, injected };
 }
 
 function main() {
@@ -89,11 +101,20 @@ function main() {
       else if (o.kind === 'PyTorchJob') replicas = o.spec.pytorchReplicaSpecs[where.split('/')[3]].replicas;
       else if (o.kind === 'Job') replicas = o.spec.completions;
       else if (o.kind === 'JobSet') replicas = o.spec.replicatedJobs[0].template.spec.completions;
+      // The pod's index among the trainer's node pods: PyTorchJob's Master is node 0 and its
+      // Workers 1..; Job and JobSet pods are their completion index.
+      let firstNode = 0;
       if (o.kind === 'PyTorchJob') {
-        // What the training operator injects (nprocPerNode "1": one process per pod).
-        for (const n of ['MASTER_ADDR', 'MASTER_PORT', 'WORLD_SIZE', 'RANK']) p.injected.push({ name: n, by: 'PyTorchJob operator' });
+        // What the training operator (v1.8) injects: with nprocPerNode "1" (one launcher per
+        // pod) WORLD_SIZE is the node count and RANK the node rank, as are PET_NNODES and
+        // PET_NODE_RANK.
+        for (const n of ['MASTER_ADDR', 'MASTER_PORT', 'WORLD_SIZE', 'RANK', 'PET_MASTER_ADDR', 'PET_MASTER_PORT',
+                         'PET_NNODES', 'PET_NODE_RANK', 'PET_NPROC_PER_NODE']) {
+          p.injected.push({ name: n, by: 'PyTorchJob operator' });
+        }
+        if (where.split('/')[3] === 'Worker') firstNode = 1;
       }
-      plan.roles.push({ name: component, kind: o.kind, replica_group: where, replicas, ...p,
+      plan.roles.push({ name: component, kind: o.kind, replica_group: where, replicas, first_node: firstNode, ...p,
                         grace_seconds: spec.terminationGracePeriodSeconds });
     }
   }
