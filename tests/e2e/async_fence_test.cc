@@ -58,6 +58,11 @@ TEST(AsyncFence, AFrozenTrainerReplacedBySuccessorStopsWhenItWakes) {
   testing::expect_each_task_trained_once(dir + "/b", kSteps, kSteps * kPrompts);
   worker.signal(SIGTERM);
   testing::wait_exit(worker, 30);
+  if (HasFailure()) {  // keep the logs of a failure, and show what CI would otherwise lose
+    ADD_FAILURE() << "logs kept in " << dir << "\n" << testing::log_tail(dir + "/b.log", 6000)
+                  << testing::log_tail(dir + "/a.log", 3000) << testing::log_tail(dir + "/w0.log", 3000);
+    return;
+  }
   remove_tree(dir);
 }
 
