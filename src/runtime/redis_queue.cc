@@ -84,6 +84,7 @@ RedisKeys::RedisKeys(const std::string& ns)
       producer_cursor(ns + ":tasks:cursor"),
       experience(ns + ":experience"),
       quarantine(ns + ":experience:quarantine"),
+      quarantine_ids(ns + ":experience:quarantine:ids"),
       weights(ns + ":weights"),
       weights_latest(ns + ":weights:latest") {
   if (ns.empty() || ns.find_first_of(" \t\n{}") != std::string::npos) {
