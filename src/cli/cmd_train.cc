@@ -41,6 +41,7 @@ static int run_train(Args& args) {
   // Under `moerl launch` every rank shares the run dir: only rank 0 clears it (the others
   // start after its rendezvous, which happens after this).
   if (fresh && env::rendezvous().rank == 0) remove_tree(opts.run_dir);
+  opts.fresh = fresh;
   opts.plot = !no_plot;
   opts.stop_after_rl_steps = stop_after;
   nlohmann::json summary = job::run_job(cfg, opts);

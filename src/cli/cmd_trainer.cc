@@ -49,6 +49,7 @@ static int run_trainer_cmd(Args& args) {
   job::JobOptions opts;
   opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
   if (fresh) remove_tree(opts.run_dir);
+  opts.fresh = fresh;
   opts.plot = !no_plot;
   nlohmann::json summary = job::run_trainer_role(cfg, opts);
   std::printf("%s\n", summary.dump(2).c_str());

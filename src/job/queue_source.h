@@ -8,7 +8,9 @@
 // the namespace's trainer lease (runtime/trainer_lease.h) and checks it before every batch,
 // publication and checkpoint; records of versions outside its lineage (runtime/lineage.h) are
 // dropped and their tasks enqueued again, so a restart before the first checkpoint re-reads
-// the experience stream from its start and loses nothing.
+// the experience stream from its start and loses nothing. With --fresh (JobOptions::fresh) and
+// no checkpoint to resume, it first removes the earlier run's state from the namespace
+// (runtime/namespace_reset.h).
 //
 //   QueueSource src(ctx, {.backends = runtime::open_backends(cfg.runtime)});
 //   run_trainer_loop(ctx, src);      // `moerl trainer`
@@ -59,6 +61,9 @@ class QueueSource final : public ExperienceSource {
   Deadline call_deadline() const;
 
   void check_lease();  // throws once another trainer took the namespace
+  // --fresh (lease held): removes the earlier run's state from runtime.namespace, unless a
+  // checkpoint was resumed after all.
+  void reset_namespace();
 
   RunContext& ctx_;
   QueueSourceOptions o_;

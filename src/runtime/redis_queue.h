@@ -38,9 +38,14 @@
 
 namespace moerl::runtime {
 
+// Every key moerl writes in a namespace (validated: no spaces or braces).
 struct RedisKeys {
   explicit RedisKeys(const std::string& ns);
   std::string tasks, dead, producer_cursor, experience, quarantine, quarantine_ids, weights, weights_latest;
+  std::string trainer_lease, trainer_epoch;  // runtime/trainer_lease.h
+  // The keys that hold one run's work (tasks, cursor, experience, quarantine), which a fresh
+  // run removes (runtime/namespace_reset.h); the others identify trainers and weight versions.
+  std::vector<std::string> run_state() const;
   static constexpr const char* kTaskGroup = "rollout";
   static constexpr const char* kTrainerGroup = "trainer";
   static constexpr const char* kHandback = "__handback__";
