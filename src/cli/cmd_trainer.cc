@@ -34,7 +34,9 @@ static int run_trainer_cmd(Args& args) {
         "  The trainer role: tops up the task queue ([runtime] queue_url), trains on experience\n"
         "  within runtime.max_staleness, publishes weight versions to the store, checkpoints the\n"
         "  buffer and queue cursor. Rollout workers: `moerl rollout CONFIG.toml` (same config,\n"
-        "  same --run-dir or [store] uri). A run dir holding a checkpoint resumes unless --fresh.\n"
+        "  same --run-dir or [store] uri). A run dir holding a checkpoint resumes unless --fresh,\n"
+        "  which removes the run dir and, once this trainer holds the namespace's trainer lease,\n"
+        "  the earlier run's tasks and experience in runtime.namespace.\n"
         "  One process: WORLD_SIZE > 1 is refused (the role is not a multi-rank group yet).\n");
     return 0;
   }
