@@ -81,6 +81,7 @@ static int run_bench_rl(Args& a) {
     if (repeat > 1) name += "-r" + std::to_string(round);
     opts.run_dir = (std::filesystem::path(dir) / name).string();
     opts.resume = false;
+    opts.fresh = true;  // each round on its own: also over a Redis queue's namespace
     opts.plot = false;
     remove_tree(opts.run_dir);
     MOERL_LOG(INFO) << "bench rl: round " << round + 1 << "/" << repeat << ", " << mode << " run in " << opts.run_dir;

@@ -19,7 +19,9 @@ static int run_train(Args& args) {
         "                   [--mode sync|async]\n"
         "  Runs the job: SFT warm start, RL (GRPO/PPO), evaluation; writes metrics.jsonl,\n"
         "  summary.json, plot.png, config.toml and checkpoints into the run dir (default\n"
-        "  runs/<config name>). An existing checkpoint there is resumed unless --fresh.\n"
+        "  runs/<config name>). An existing checkpoint there is resumed unless --fresh, which removes\n"
+        "  the run dir and, async over Redis, the earlier run's tasks and experience in\n"
+        "  runtime.namespace (once this trainer holds the namespace's trainer lease).\n"
         "  --mode (default: [runtime] mode) async runs the trainer and rollout.num_workers workers\n"
         "  (threads; local `moerl rollout` processes when runtime.queue_url is redis://).\n"
         "  Expert parallel ([ep] size = N, backend = \"fabric\"): run under `moerl launch -n N -- moerl\n"
@@ -41,6 +43,7 @@ static int run_train(Args& args) {
   // Under `moerl launch` every rank shares the run dir: only rank 0 clears it (the others
   // start after its rendezvous, which happens after this).
   if (fresh && env::rendezvous().rank == 0) remove_tree(opts.run_dir);
+  opts.fresh = fresh;
   opts.plot = !no_plot;
   opts.stop_after_rl_steps = stop_after;
   nlohmann::json summary = job::run_job(cfg, opts);

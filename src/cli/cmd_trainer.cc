@@ -18,7 +18,9 @@ static int run_trainer_cmd(Args& args) {
         "  The trainer role: tops up the task queue ([runtime] queue_url), trains on experience\n"
         "  within runtime.max_staleness, publishes weight versions to the store, checkpoints the\n"
         "  buffer and queue cursor. Rollout workers: `moerl rollout CONFIG.toml` (same config,\n"
-        "  same --run-dir or [store] uri). A run dir holding a checkpoint resumes unless --fresh.\n"
+        "  same --run-dir or [store] uri). A run dir holding a checkpoint resumes unless --fresh,\n"
+        "  which removes the run dir and, once this trainer holds the namespace's trainer lease,\n"
+        "  the earlier run's tasks and experience in runtime.namespace.\n"
         "  A trainer group: `moerl launch -n N -- moerl trainer CONFIG --set ep.size=N` (experts\n"
         "  sharded over N ranks, one consumer, one checkpoint, one weight lineage).\n");
     return 0;
@@ -33,6 +35,7 @@ static int run_trainer_cmd(Args& args) {
   job::JobOptions opts;
   opts.run_dir = run_dir.value_or("runs/" + std::filesystem::path(config).stem().string());
   if (fresh && env::rendezvous().rank == 0) remove_tree(opts.run_dir);
+  opts.fresh = fresh;
   opts.plot = !no_plot;
   nlohmann::json summary = job::run_trainer_role(cfg, opts);
   std::printf("%s\n", summary.dump(2).c_str());

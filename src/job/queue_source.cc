@@ -12,6 +12,7 @@
 #include "rollout/worker.h"
 #include "io/checksum.h"
 #include "runtime/byte_codec.h"
+#include "runtime/namespace_reset.h"
 #include "runtime/record_check.h"
 #include "runtime/worker_id.h"
 
@@ -85,6 +86,23 @@ void QueueSource::check_lease() {
   if (lease_) lease_->check(call_deadline());
 }
 
+void QueueSource::reset_namespace() {
+  const runtime::RuntimeConfig& rt = ctx_.cfg.runtime;
+  if (ctx_.resumed) {
+    MOERL_LOG(WARN) << "trainer: --fresh, yet a checkpoint was found and resumed (a [store] uri outside the run "
+                    << "dir, which --fresh does not clear): runtime.namespace '" << rt.ns << "' is kept for it";
+    return;
+  }
+  // NOTE: only with --fresh. A plain start without a checkpoint may be a trainer restarted
+  // before its first one, which must read the stream again (docs/runtime.md).
+  const runtime::NamespaceReset r = runtime::reset_namespace(rt, *lease_, call_deadline());
+  std::string names;
+  for (const std::string& k : r.removed) names += (names.empty() ? "" : ", ") + k;
+  MOERL_LOG(INFO) << "trainer: --fresh: removed " << r.removed.size() << " key(s) of runtime.namespace '" << rt.ns
+                  << "' left by an earlier run" << (names.empty() ? "" : " (" + names + ")")
+                  << "; kept the trainer lease, the epoch counter and the weight versions";
+}
+
 void QueueSource::start_lead() {
   const JobConfig& cfg = ctx_.cfg;
   const int64_t P = cfg.rollout.prompts_per_step;
@@ -95,6 +113,7 @@ void QueueSource::start_lead() {
   lease_ = runtime::open_trainer_lease(cfg.runtime, "trainer-" + runtime::default_worker_id());
   if (lease_) {
     o_.backends.buffer->set_epoch(lease_->acquire(Deadline::after_seconds(cfg.runtime.trainer_lease_seconds + 5)));
+    if (ctx_.opts.fresh) reset_namespace();
   }
   // Versions this life may train on: the checkpoint's lineage (none without an RL
   // checkpoint: whatever an earlier life published died with it), then its own.
@@ -215,7 +234,7 @@ StepExperience QueueSource::take_batch(const ep::ControlGroup::Beat& beat) {
                       std::to_string(static_cast<int>(kNoProducerGraceSeconds)) +
                       " s: the experience of the rest was consumed but never trained",
                   "the experience stream no longer holds them (a Redis that lost its data, or a resume from a "
-                  "checkpoint older than the stream keeps): rerun with --fresh on a new runtime.namespace",
+                  "checkpoint older than the stream keeps): rerun with --fresh (it also clears runtime.namespace)",
                   ErrorCode::kUnavailable);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -8,7 +8,9 @@
 // the namespace's trainer lease (runtime/trainer_lease.h) and checks it before every batch,
 // publication and checkpoint; records of versions outside its lineage (runtime/lineage.h) are
 // dropped and their tasks enqueued again, so a restart before the first checkpoint re-reads
-// the experience stream from its start and loses nothing.
+// the experience stream from its start and loses nothing. With --fresh (JobOptions::fresh) and
+// no checkpoint to resume, it first removes the earlier run's state from the namespace
+// (runtime/namespace_reset.h).
 //
 //   QueueSource src(ctx, {.backends = runtime::open_backends(cfg.runtime)});
 //   run_trainer_loop(ctx, src);      // `moerl trainer`
@@ -75,6 +77,9 @@ class QueueSource final : public ExperienceSource {
   void finish_lead(const ep::ControlGroup::Beat& beat);
   // Rank 0's batch split over the ranks: each returns its share (record i to rank i mod R).
   std::vector<runtime::ExperienceRecord> scatter_batch(const std::vector<runtime::ExperienceRecord>& batch);
+  // --fresh (lease held): removes the earlier run's state from runtime.namespace, unless a
+  // checkpoint was resumed after all.
+  void reset_namespace();
 
   RunContext& ctx_;
   QueueSourceOptions o_;

@@ -37,6 +37,10 @@ namespace moerl::job {
 struct JobOptions {
   std::string run_dir = "runs/latest";
   bool resume = true;  // resume from the newest checkpoint in the store if there is one
+  // `--fresh`: the run starts over. The CLI removes the run dir; an async trainer over Redis
+  // that finds no checkpoint to resume also removes the earlier run's state from
+  // runtime.namespace once it holds the trainer lease (runtime/namespace_reset.h).
+  bool fresh = false;
   bool plot = true;    // write plot.png at the end
   // Stop (after a checkpoint) once this many RL steps are done, as a preemption would;
   // the next run in the same dir resumes. 0 = run to train.steps.

@@ -1,11 +1,15 @@
 // AsyncController with a record check: a refused record is quarantined and counted; its
 // task is enqueued again (attempt + 1) and the worker's late copy of the refused attempt is
 // dropped, so every task is trained exactly once; a task whose records keep failing is given
-// up (tasks_abandoned) and the run still finishes. In-process and Redis backends.
+// up (tasks_abandoned) and the run still finishes. In-process and Redis backends. Over Redis a
+// record read twice (a trainer rewound to an older checkpoint, or a Redis that lost the
+// group's read position) has one dead-letter entry and is counted once per timeline.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "runtime/controller.h"
 #include "runtime/in_process_queue.h"
@@ -39,6 +43,16 @@ void serve(TaskQueue& q, ExperienceBuffer& b, const std::function<bool(const Tas
       EXPECT_TRUE(q.ack(l, soon()));
     }
   }
+}
+
+// The `id` field (the experience entry id) of each entry of NS:experience:quarantine, in order.
+std::vector<std::string> quarantine_ids(const RedisUrl& url, const std::string& ns) {
+  RedisClient c(url);
+  std::vector<std::string> ids;
+  for (const RedisReply& e : c.command_ok({"XRANGE", ns + ":experience:quarantine", "-", "+"}, soon()).elements) {
+    ids.push_back(e.at(1).at(1).str);
+  }
+  return ids;
 }
 
 void refused_task_is_recreated_once(TaskQueue& q, ExperienceBuffer& b, ExperienceBuffer& worker_b) {
@@ -118,7 +132,9 @@ TEST_F(ControllerQuarantineRedisTest, RefusedTaskIsRecreatedAndTrainedOnce) {
 // A trainer that quarantined a record and re-created its task, then died before its next
 // checkpoint: the restored one reads the refused entry again, reserves its key again and
 // re-creates the task again (a duplicate of the queued re-creation), so the worker's late
-// copy of the refused attempt is still dropped and the task is trained exactly once.
+// copy of the refused attempt is still dropped and the task is trained exactly once. The
+// dead-letter stream keeps the one entry the first life wrote, and the restored accounting
+// (the checkpoint's, from before the record was read) counts it once.
 TEST_F(ControllerQuarantineRedisTest, RewindAfterACrashJudgesTheRefusedRecordAgain) {
   RedisUrl url = parse_redis_url(url_);
   RedisTaskQueue q(url, "rew");
@@ -134,6 +150,9 @@ TEST_F(ControllerQuarantineRedisTest, RewindAfterACrashJudgesTheRefusedRecordAga
     for (const ExperienceRecord& r : ctl.next_batch(3, 0, soon())) trained.insert(dedupe_key(r.task_id, r.attempt));
     ASSERT_EQ(ctl.report(soon()).get(Counter::kRecordsQuarantined), 1);
   }  // crash: nothing trained after `checkpoint` counts
+  const std::vector<std::string> first = quarantine_ids(url, "rew");
+  ASSERT_EQ(first.size(), 1u);
+  const std::string first_id = first[0];
   trained.clear();
   worker_b.put(record_for(task_at(1, 0), "late", 0), soon());  // a late copy of q1#0
   RedisExperienceBuffer b(url, "rew");
@@ -158,6 +177,44 @@ TEST_F(ControllerQuarantineRedisTest, RewindAfterACrashJudgesTheRefusedRecordAga
   EXPECT_EQ(rep.still_queued, 0);
   EXPECT_EQ(rep.get(Counter::kRecordsQuarantined), 1);
   EXPECT_EQ(rep.lost, 0);
+  EXPECT_EQ(quarantine_ids(url, "rew"), std::vector<std::string>{first_id}) << "one dead letter per entry";
+}
+
+// A Redis restarted from an older AOF forgets how far the trainer's group had read: the
+// trainer reads the refused entry again within the same life. It is neither counted nor
+// handed to the controller again (its task was already re-created), and its dead letter is
+// not written twice; once a checkpoint past it is committed its id is forgotten.
+TEST_F(ControllerQuarantineRedisTest, ARecordReadAgainInOneLifeIsQuarantinedAndCountedOnce) {
+  RedisUrl url = parse_redis_url(url_);
+  RedisTaskQueue q(url, "again");
+  RedisExperienceBuffer b(url, "again");
+  RedisExperienceBuffer worker_b(url, "again");
+  Accounting acc;
+  AsyncController ctl(checked(4), q, b, task_at, &acc);
+  ctl.top_up(soon());
+  serve(q, worker_b, [](const TaskUnit& t) { return t.task_id == "q1" && t.attempt == 0; });
+  std::multiset<std::string> trained;
+  for (const ExperienceRecord& r : ctl.next_batch(3, 0, soon())) trained.insert(dedupe_key(r.task_id, r.attempt));
+  ASSERT_EQ(acc.get(Counter::kRecordsQuarantined), 1);
+  RedisClient c(url);
+  c.command_ok({"XGROUP", "SETID", "again:experience", "trainer", "0-0"}, soon());  // the group's position lost
+  for (Deadline end = Deadline::after_seconds(30); !ctl.finished(soon());) {
+    ASSERT_FALSE(end.expired()) << "did not finish";
+    serve(q, worker_b, [](const TaskUnit&) { return false; });
+    for (const ExperienceRecord& r : ctl.next_batch(4, 0, Deadline::after_seconds(0.5))) {
+      trained.insert(dedupe_key(r.task_id, r.attempt));
+    }
+  }
+  EXPECT_EQ(trained, (std::multiset<std::string>{"q0#0", "q1#1", "q2#0", "q3#0"}));
+  AccountingReport rep = ctl.report(soon());
+  EXPECT_EQ(rep.get(Counter::kRecordsQuarantined), 1);
+  EXPECT_EQ(rep.get(Counter::kTasksRequeued), 1);
+  EXPECT_EQ(rep.lost, 0);
+  EXPECT_EQ(b.stats().quarantined, 1);
+  EXPECT_EQ(quarantine_ids(url, "again").size(), 1u);
+  b.checkpoint_committed(ctl.snapshot(), soon());
+  EXPECT_EQ(c.command_ok({"ZCARD", "again:experience:quarantine:ids"}, soon()).integer, 0)
+      << "ids below a committed checkpoint can never be read again";
 }
 
 }  // namespace

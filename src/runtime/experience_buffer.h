@@ -99,7 +99,10 @@ class ExperienceBuffer {
   // refused one is not handed out: it is copied to the dead-letter store (Redis: stream
   // NS:experience:quarantine with its id, key, reason and raw bytes), acked, counted, logged,
   // and passed to `on_quarantine` (may be empty). A rewind to an older snapshot reads it
-  // again and judges it again. Call before the first take().
+  // again and judges it again (the caller's accounting rewinds with the snapshot); the
+  // dead-letter store still holds it once (Redis: keyed by the entry id). Read again without
+  // a rewind (a Redis restarted from an older AOF), it is refused as before, not judged,
+  // counted or passed to `on_quarantine` again. Call before the first take().
   virtual void set_quarantine(RecordCheck check, QuarantineHandler on_quarantine) = 0;
   // The trainer life that reads from now on (its TrainerLease epoch). Redis reads through
   // the consumer group "trainer-<epoch>" (restore() creates it and removes the groups of

@@ -1,6 +1,7 @@
 // RedisExperienceBuffer over Redis Streams: records appended with XADD, read by the trainer's
 // consumer group, deduplicated by (task_id, attempt), trimmed once a checkpoint holding the
-// read position is committed; records refused at take() move to NS:experience:quarantine.
+// read position is committed; records refused at take() move to NS:experience:quarantine, once
+// per experience entry however often it is read.
 #include "runtime/redis_queue.h"
 
 #include <algorithm>
@@ -10,6 +11,19 @@
 #include "runtime/redis_streams.h"
 
 namespace moerl::runtime {
+namespace {
+
+// KEYS[1] quarantine stream, KEYS[2] its index of experience entry ids; ARGV[1] the entry id,
+// ARGV[2] key, ARGV[3] reason, ARGV[4] the record's bytes. 1 added; 0 the entry is there
+// already (a trainer rewound to an older checkpoint read it again, or a retried call).
+constexpr const char* kQuarantineScript = R"lua(
+if redis.call('ZADD', KEYS[2], 'NX', string.match(ARGV[1], '^%d+'), ARGV[1]) == 0 then return 0 end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', '10000', '*', 'id', ARGV[1], 'key', ARGV[2], 'reason', ARGV[3],
+           'rec', ARGV[4])
+return 1
+)lua";
+
+}  // namespace
 
 using namespace detail;  // NOLINT: the shared reply parsers
 
@@ -119,6 +133,10 @@ void RedisExperienceBuffer::take_into(size_t n, Deadline deadline, std::vector<E
         ack.push_back(e.id);
         const std::string* bytes = e.field("rec");
         if (bytes == nullptr) continue;  // deleted entry
+        if (auto again = refused_.find(e.id); again != refused_.end()) {
+          refused.emplace_back(again->second, bytes);  // its dead letter may have been lost with the AOF
+          continue;
+        }
         QuarantinedRecord q;
         std::optional<ExperienceRecord> rec = admit(e.id, *bytes, e.field("key"), &q);
         if (!rec) {
@@ -127,6 +145,7 @@ void RedisExperienceBuffer::take_into(size_t n, Deadline deadline, std::vector<E
           if (on_quarantine_) {
             if (std::optional<uint64_t> at = on_quarantine_(q)) seen_.reserve(dedupe_key(q.task_id, q.attempt), *at);
           }
+          refused_.emplace(e.id, q);
           refused.emplace_back(std::move(q), bytes);
           continue;
         }
@@ -193,11 +212,21 @@ void RedisExperienceBuffer::restore(const BufferSnapshot& snapshot, Deadline dea
   }
   stats_.duplicates_dropped = snapshot.duplicates_dropped;
   stats_.taken = snapshot.taken;
+  // NOTE: the caller's accounting rewinds with the snapshot, so an entry refused after it is
+  // judged and counted again (its dead letter is not written twice).
+  refused_.clear();
 }
 
 void RedisExperienceBuffer::checkpoint_committed(const BufferSnapshot& snapshot, Deadline deadline) {
   if (snapshot.cursor.empty() || snapshot.cursor == "0-0") return;
   writer_.command_ok({"XTRIM", keys_.experience, "MINID", snapshot.cursor}, deadline);
+  // Entries below the cursor are gone: no trainer reads them again, so their refusals need
+  // no remembering (the index keeps those of the cursor's own millisecond a while longer).
+  writer_.command_ok({"ZREMRANGEBYSCORE", keys_.quarantine_ids, "-inf",
+                      "(" + snapshot.cursor.substr(0, snapshot.cursor.find('-'))},
+                     deadline);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(refused_, [&](const auto& r) { return stream_id_less(r.first, snapshot.cursor); });
 }
 
 void RedisExperienceBuffer::settle_below(uint64_t cursor) {
@@ -259,10 +288,15 @@ void RedisExperienceBuffer::move_to_quarantine(const QuarantinedRecord& q, const
   // NOTE: the entry stays in NS:experience (acked; XTRIM frees it with the rest at the next
   // checkpoint). A trainer rewound to an older checkpoint reads it again and decides the same
   // way: reserves its key and re-creates its task, which a deleted entry would not (a late
-  // copy of the refused attempt would then train beside the re-created one).
-  writer_.command_ok({"XADD", keys_.quarantine, "MAXLEN", "~", "10000", "*", "id", q.entry_id, "key", key, "reason",
-                      q.reason, "rec", bytes},
-                     deadline);
+  // copy of the refused attempt would then train beside the re-created one). Its dead letter
+  // is written once: the script skips an entry id already quarantined.
+  RedisReply r = writer_.command_ok(
+      {"EVAL", kQuarantineScript, "2", keys_.quarantine, keys_.quarantine_ids, q.entry_id, key, q.reason, bytes},
+      deadline);
+  if (r.integer == 0) {
+    MOERL_LOG(INFO) << "experience stream " << keys_.experience << " entry " << q.entry_id << " is in "
+                    << keys_.quarantine << " already (read again after a rewind)";
+  }
 }
 
 }  // namespace moerl::runtime

@@ -84,12 +84,19 @@ RedisKeys::RedisKeys(const std::string& ns)
       producer_cursor(ns + ":tasks:cursor"),
       experience(ns + ":experience"),
       quarantine(ns + ":experience:quarantine"),
+      quarantine_ids(ns + ":experience:quarantine:ids"),
       weights(ns + ":weights"),
-      weights_latest(ns + ":weights:latest") {
+      weights_latest(ns + ":weights:latest"),
+      trainer_lease(ns + ":trainer:lease"),
+      trainer_epoch(ns + ":trainer:epoch") {
   if (ns.empty() || ns.find_first_of(" \t\n{}") != std::string::npos) {
     throw Error("redis namespace '" + ns + "' is empty or has spaces/braces",
                 "set runtime.namespace to a job name such as \"job42\"");
   }
+}
+
+std::vector<std::string> RedisKeys::run_state() const {
+  return {tasks, dead, producer_cursor, experience, quarantine, quarantine_ids};
 }
 
 RedisTaskQueue::RedisTaskQueue(const RedisUrl& url, const std::string& ns, QueueOptions options,

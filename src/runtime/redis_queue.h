@@ -5,6 +5,9 @@
 //   NS:tasks:cursor   the producer's next dataset index (enqueue_from)
 //   NS:experience     experience stream (fields "rec" = encoded ExperienceRecord, "key"); group
 //                     "trainer-<epoch>" per trainer life (set_epoch; "trainer" before one is set)
+//   NS:experience:quarantine      records take() refused (fields "id" = the entry id, "key",
+//                                 "reason", "rec"); one entry per experience entry, indexed by
+//   NS:experience:quarantine:ids  a sorted set of those entry ids (score: their ms part)
 //
 //   RedisTaskQueue q(parse_redis_url(url), "job42");
 //   auto leases = q.lease("pod-7", 1, 30, Deadline::after_seconds(5));
@@ -21,6 +24,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -34,9 +38,14 @@
 
 namespace moerl::runtime {
 
+// Every key moerl writes in a namespace (validated: no spaces or braces).
 struct RedisKeys {
   explicit RedisKeys(const std::string& ns);
-  std::string tasks, dead, producer_cursor, experience, quarantine, weights, weights_latest;
+  std::string tasks, dead, producer_cursor, experience, quarantine, quarantine_ids, weights, weights_latest;
+  std::string trainer_lease, trainer_epoch;  // runtime/trainer_lease.h
+  // The keys that hold one run's work (tasks, cursor, experience, quarantine), which a fresh
+  // run removes (runtime/namespace_reset.h); the others identify trainers and weight versions.
+  std::vector<std::string> run_state() const;
   static constexpr const char* kTaskGroup = "rollout";
   static constexpr const char* kTrainerGroup = "trainer";
   static constexpr const char* kHandback = "__handback__";
@@ -118,7 +127,7 @@ class RedisExperienceBuffer : public ExperienceBuffer {
   // refused (then *refused says why and which task it claims).
   std::optional<ExperienceRecord> admit(const std::string& entry_id, const std::string& bytes,
                                         const std::string* key, QuarantinedRecord* refused);
-  // XADD NS:experience:quarantine (id, key, reason, raw bytes).
+  // XADD NS:experience:quarantine (id, key, reason, raw bytes) unless the entry is there.
   void move_to_quarantine(const QuarantinedRecord& q, const std::string& bytes, Deadline deadline);
 
   const RedisKeys keys_;
@@ -132,6 +141,10 @@ class RedisExperienceBuffer : public ExperienceBuffer {
   std::deque<ExperienceRecord> ungot_;
   RecordCheck check_;
   QuarantineHandler on_quarantine_;
+  // Entries refused since restore(), by entry id, until a committed checkpoint passes them: one
+  // read again in this life (a Redis restarted from an older AOF forgets how far the group had
+  // read) is refused again as it was, not judged, counted or handed to on_quarantine_ twice.
+  std::map<std::string, QuarantinedRecord> refused_;
   BufferStats stats_;
 };
 

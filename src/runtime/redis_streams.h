@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,16 @@ inline std::vector<StreamEntry> parse_entries(const RedisReply& list) {
 inline std::vector<StreamEntry> parse_read(const RedisReply& r) {
   if (r.is_nil() || !r.is_array() || r.elements.empty()) return {};
   return parse_entries(r.at(0).at(1));
+}
+
+// Stream ids ("<ms>-<seq>") in stream order.
+inline bool stream_id_less(const std::string& a, const std::string& b) {
+  auto parts = [](const std::string& id) {
+    const size_t dash = id.find('-');
+    return std::make_pair(std::strtoull(id.c_str(), nullptr, 10),
+                          dash == std::string::npos ? 0ull : std::strtoull(id.c_str() + dash + 1, nullptr, 10));
+  };
+  return parts(a) < parts(b);
 }
 
 inline void throw_if_error(const RedisReply& r, const std::string& what) {

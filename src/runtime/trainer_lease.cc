@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "runtime/redis_queue.h"
 #include "runtime/runtime_config.h"
 
 namespace moerl::runtime {
@@ -54,8 +55,8 @@ std::string ms(double seconds) { return std::to_string(std::max<int64_t>(1, stat
 RedisTrainerLease::RedisTrainerLease(const RedisUrl& url, const std::string& ns, std::string holder,
                                      double ttl_seconds, RedisOptions redis)
     : ns_(ns),
-      lease_key_(ns + ":trainer:lease"),
-      epoch_key_(ns + ":trainer:epoch"),
+      lease_key_(RedisKeys(ns).trainer_lease),
+      epoch_key_(RedisKeys(ns).trainer_epoch),
       holder_(std::move(holder)),
       ttl_seconds_(ttl_seconds),
       client_(url, redis),
