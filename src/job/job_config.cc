@@ -94,6 +94,9 @@ TrainSection read_train(ConfigTable t, int64_t max_new_tokens, bool async) {
   c.micro_batch_size = t.integer("micro_batch_size", 64, {1, 1e7});
   c.ppo_epochs = t.integer("ppo_epochs", 1, {1, 1000});
   c.ppo_mini_batch_size = t.integer("ppo_mini_batch_size", 0, {0, 1e7});
+  // Score tokens from the hidden states, this many response positions at a time, never
+  // making [B,T,V] logits (train/chunked_logprobs.h); 0 = the model's full logits.
+  c.logprob_chunk = t.integer("logprob_chunk", 0, {0, 1e9});
   c.max_nonfinite_steps = t.integer("max_nonfinite_steps", 5, {1, 1e6});
   c.schedule.lr = c.adamw.lr;
   c.schedule.warmup_steps = t.integer("warmup_steps", 0, {0, 1e9});

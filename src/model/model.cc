@@ -235,8 +235,10 @@ ForwardOutput Model::forward(const ForwardInput& in) {
     }
   }
   out.hidden_BTH = rms_norm(h, final_norm_, cfg_.rms_norm_eps);
-  out.logits_BTV = at::linear(in.last_logits_only ? out.hidden_BTH.narrow(1, T - 1, 1) : out.hidden_BTH, lm_head_);
-  if (out.logits_BTV.scalar_type() != at::kDouble) out.logits_BTV = out.logits_BTV.to(at::kFloat);
+  if (!in.skip_logits) {
+    out.logits_BTV = at::linear(in.last_logits_only ? out.hidden_BTH.narrow(1, T - 1, 1) : out.hidden_BTH, lm_head_);
+    if (out.logits_BTV.scalar_type() != at::kDouble) out.logits_BTV = out.logits_BTV.to(at::kFloat);
+  }
   if (cache != nullptr) {
     cache->length = S;
     cache->next_pos.add_(mask.sum(1));

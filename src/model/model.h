@@ -49,6 +49,9 @@ struct ForwardInput {
   // which samples from the last prompt token, never holds [B,T,V] float32 logits (at vocab
   // 151936, 512 prompt tokens and batch 256 that is 80 GB).
   bool last_logits_only = false;
+  // No logits at all (logits_BTV undefined): the trainer scores tokens from hidden_BTH and
+  // lm_head() itself, a chunk of positions at a time (train/chunked_logprobs.h).
+  bool skip_logits = false;
 };
 
 // Router statistics of one MoE layer (for load-balancing / z losses and monitoring).
@@ -114,6 +117,8 @@ class Model {
   at::ScalarType dtype() const { return options_.dtype; }
   at::Device device() const { return options_.device; }
   const RopeTable& rope() const { return rope_; }
+  // The output projection [V,H] (the embedding when tie_word_embeddings): logits = hidden · lm_headᵀ.
+  const at::Tensor& lm_head() const { return lm_head_; }
 
  private:
   // Moves each MoE layer's local experts into packed storage (expert_pack.h) and makes the

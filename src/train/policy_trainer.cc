@@ -11,6 +11,7 @@
 #include "rl/kl.h"
 #include "rl/policy_loss.h"
 #include "rl/value_loss.h"
+#include "train/chunked_logprobs.h"
 #include "train/dp_sync.h"
 #include "train/packed_batch.h"
 
@@ -21,10 +22,35 @@ namespace {
 // The policy's forwards replay the rollout's routing when the batch carries it; the frozen
 // reference routes live (it is another policy: the rollout's choices are not its own).
 enum class Replay { kBatch, kNone };
-model::ForwardOutput run_forward(model::Model& m, const PackedBatch& b, Replay replay = Replay::kBatch) {
+// With a logprob chunk the forward makes no logits: score_tokens works from the hidden states.
+model::ForwardOutput run_forward(model::Model& m, const PackedBatch& b, int64_t logprob_chunk,
+                                 Replay replay = Replay::kBatch) {
   return m.forward({.input_ids = b.input_ids_BT,
                     .attention_mask = b.attention_mask_BT,
-                    .routing_replay = replay == Replay::kBatch ? b.routing_replay_BTLK : at::Tensor()});
+                    .routing_replay = replay == Replay::kBatch ? b.routing_replay_BTLK : at::Tensor(),
+                    .skip_logits = logprob_chunk > 0});
+}
+
+// mb's next-token logprobs under `s` (and their distributions' entropy when asked,
+// differentiable only with entropy_grad), laid out as token_logprobs: from the full logits, or
+// from the hidden states a chunk of response positions at a time (train/chunked_logprobs.h).
+TokenStats score_tokens(const model::Model& m, const model::ForwardOutput& out, const PackedBatch& mb,
+                        const model::SamplingConfig& s, int64_t chunk, bool entropy, bool entropy_grad = false) {
+  if (chunk > 0) {
+    TokenStats t = chunked_token_stats(out.hidden_BTH, m.lm_head(), mb.input_ids_BT, mb.response_mask_BT, s, chunk,
+                                       entropy);
+    if (entropy && !entropy_grad) t.entropy_BT = t.entropy_BT.detach();
+    return t;
+  }
+  const at::Tensor logits = model::sampling_logits(out.logits_BTV, s);
+  TokenStats t{.logp_BT = token_logprobs(logits, mb.input_ids_BT)};
+  if (entropy && entropy_grad) {
+    t.entropy_BT = rl::token_entropy(shifted_logits(logits));
+  } else if (entropy) {  // logged, outside the graph
+    at::NoGradGuard no_grad;
+    t.entropy_BT = rl::token_entropy(shifted_logits(logits.detach()));
+  }
+  return t;
 }
 
 // Applies fn to row ranges [begin, end) of at most `rows` rows.
@@ -155,22 +181,18 @@ void PolicyTrainer::update(const StepInputs& si, int64_t begin, int64_t end, Ste
   for_micro_batches(end - begin, std::max<int64_t>(1, cfg_.micro_batch_size), [&](int64_t s0, int64_t e0) {
     const int64_t s = begin + s0, e = begin + e0;
     PackedBatch mb = slice_rows(si.b, s, e);
-    model::ForwardOutput out = run_forward(policy_, mb);
+    model::ForwardOutput out = run_forward(policy_, mb, cfg_.logprob_chunk);
     rl::PolicyLossInputs in;
-    const at::Tensor logits = model::sampling_logits(out.logits_BTV, cfg_.sampling);
-    in.logp_BL = token_logprobs(logits, mb.input_ids_BT);
+    TokenStats tokens = score_tokens(policy_, out, mb, cfg_.sampling, cfg_.logprob_chunk, /*entropy=*/true,
+                                     /*entropy_grad=*/lc.entropy_coef > 0);
+    in.logp_BL = tokens.logp_BT;
     if (si.old_from_grad_pass) si.old_logp.slice(0, s, e).copy_(in.logp_BL.detach());
     in.old_logp_BL = si.old_logp.slice(0, s, e);
     in.behav_logp_BL = mb.behav_logp_BT;  // read by the correction, and by the mismatch metrics
     if (si.ref_logp.defined()) in.ref_logp_BL = si.ref_logp.slice(0, s, e);
     in.advantages_BL = si.adv.slice(0, s, e);
     in.mask_BL = mb.response_mask_BT;
-    if (lc.entropy_coef > 0) {
-      in.entropy_BL = rl::token_entropy(shifted_logits(logits));
-    } else {  // logged every step, outside the graph
-      at::NoGradGuard no_grad;
-      in.entropy_BL = rl::token_entropy(shifted_logits(logits.detach()));
-    }
+    in.entropy_BL = tokens.entropy_BT;
     router_inputs(out, mb, in, policy_.config().num_experts);
     // Router terms weigh each micro-batch by its share of the (global) routed tokens.
     in.aux_scale = mb.attention_mask_BT.sum().item<double>() / counts.routed_tokens;
@@ -249,15 +271,15 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
     for_micro_batches(B, mb_rows, [&](int64_t s, int64_t e) {
       PackedBatch mb = slice_rows(b, s, e);
       if (old_before_grad) {
-        model::ForwardOutput out = run_forward(policy_, mb);
-        si.old_logp.slice(0, s, e).copy_(token_logprobs(model::sampling_logits(out.logits_BTV, cfg_.sampling), mb.input_ids_BT));
+        model::ForwardOutput out = run_forward(policy_, mb, cfg_.logprob_chunk);
+        si.old_logp.slice(0, s, e).copy_(score_tokens(policy_, out, mb, cfg_.sampling, cfg_.logprob_chunk, false).logp_BT);
         if (lc.uses_critic()) {
           si.old_values.slice(0, s, e).copy_(shifted_values(out.hidden_BTH, value_w_1H_, value_b_1));
         }
       }
       if (si.ref_logp.defined()) {
-        model::ForwardOutput ref = run_forward(*reference_, mb, Replay::kNone);
-        si.ref_logp.slice(0, s, e).copy_(token_logprobs(model::sampling_logits(ref.logits_BTV, cfg_.sampling), mb.input_ids_BT));
+        model::ForwardOutput ref = run_forward(*reference_, mb, cfg_.logprob_chunk, Replay::kNone);
+        si.ref_logp.slice(0, s, e).copy_(score_tokens(*reference_, ref, mb, cfg_.sampling, cfg_.logprob_chunk, false).logp_BT);
       }
     });
   }
@@ -309,8 +331,9 @@ StepStats PolicyTrainer::sft_step(const std::vector<runtime::Sample>& samples, d
   opt_->zero_grad();
   for_micro_batches(B, std::max<int64_t>(1, cfg_.micro_batch_size), [&](int64_t s, int64_t e) {
     PackedBatch mb = slice_rows(b, s, e);
-    model::ForwardOutput out = run_forward(policy_, mb);
-    at::Tensor nll = -(token_logprobs(out.logits_BTV, mb.input_ids_BT) * mb.response_mask_BT).sum() / total;
+    model::ForwardOutput out = run_forward(policy_, mb, cfg_.logprob_chunk);
+    const TokenStats tokens = score_tokens(policy_, out, mb, model::SamplingConfig{}, cfg_.logprob_chunk, false);
+    at::Tensor nll = -(tokens.logp_BT * mb.response_mask_BT).sum() / total;
     rl::PolicyLossInputs in;  // only the router terms, to keep experts balanced from the start
     router_inputs(out, mb, in, policy_.config().num_experts);
     double scale = mb.attention_mask_BT.sum().item<double>() / std::max(1.0, b.attention_mask_BT.sum().item<double>());

@@ -44,6 +44,10 @@ struct TrainerConfig {
   // sampled from (model::sampling_logits), so pi_old equals the behaviour logprob.
   model::SamplingConfig sampling;
   rl::LossConfig loss;
+  // Positions per chunk when scoring tokens from the hidden states (train/chunked_logprobs.h):
+  // no [B,T,V] logits are made, which at a real vocabulary is the memory of the step. 0: the
+  // model's full logits (the reference path).
+  int64_t logprob_chunk = 0;
 };
 
 // One RL (or SFT) step. Losses are the mean over the step's optimizer updates; token
