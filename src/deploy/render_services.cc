@@ -176,27 +176,21 @@ Json render_iam_policy(const InfraConfig& infra, const AppView& app) {
   const std::string bucket_arn = "arn:aws:s3:::" + infra.bucket;
   const std::string objects = bucket_arn + "/" + (prefix.empty() ? "" : prefix + "/") + "*";
   Json list{{"Sid", "ListJobPrefix"}, {"Effect", "Allow"}, {"Action", Json::array({"s3:ListBucket"})}, {"Resource", bucket_arn}};
-  // NOTE: ListBucketMultipartUploads gets no s3:prefix condition: S3 does not put s3:prefix in
-  // that action's request context (only ListBucket/ListBucketVersions), so such a condition
-  // would never match and the janitor's listing would be denied. It shows upload keys and ids
-  // only; aborting one needs s3:AbortMultipartUpload, which is scoped to the job's objects.
-  Json uploads{{"Sid", "ListJobUploads"},
-               {"Effect", "Allow"},
-               {"Action", Json::array({"s3:ListBucketMultipartUploads"})},
-               {"Resource", bucket_arn}};
   if (!prefix.empty()) {
     list["Condition"] = Json{{"StringLike", Json{{"s3:prefix", Json::array({prefix, prefix + "/*"})}}}};
   }
-  return Json{
-      {"Version", "2012-10-17"},
-      {"Statement",
-       Json::array({list,
-                    uploads,
-                    Json{{"Sid", "ReadWriteJobObjects"},
-                         {"Effect", "Allow"},
-                         {"Action", Json::array({"s3:GetObject", "s3:PutObject", "s3:DeleteObject",
-                                                 "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"})},
-                         {"Resource", objects}}})}};
+  // NOTE: no s3:ListBucketMultipartUploads: S3 puts no s3:prefix in that action's request
+  // context, so it could only be granted on the whole bucket. The checkpoint janitor finds
+  // its unfinished uploads through upload markers under the prefix instead (listed with
+  // ListBucket above; docs/formats/store_commit.md, "Upload markers"). Uploads no marker
+  // names are left to the bucket's AbortIncompleteMultipartUpload lifecycle rule
+  // (docs/deploy-security.md). Nothing calls ListParts, so s3:ListMultipartUploadParts is out.
+  return Json{{"Version", "2012-10-17"},
+              {"Statement", Json::array({list, Json{{"Sid", "ReadWriteJobObjects"},
+                                                    {"Effect", "Allow"},
+                                                    {"Action", Json::array({"s3:GetObject", "s3:PutObject",
+                                                                            "s3:DeleteObject", "s3:AbortMultipartUpload"})},
+                                                    {"Resource", objects}}})}};
 }
 
 }  // namespace moerl::deploy

@@ -195,6 +195,43 @@ TEST(Render, IrsaServiceAccountAndLeastPrivilegeS3Policy) {
   }
 }
 
+// S3 cannot scope s3:ListBucketMultipartUploads to a prefix (the action has no s3:prefix
+// condition key), so the policy must not need it: every statement is on the job's objects,
+// or on the bucket with an s3:prefix condition inside the job's prefix.
+TEST(Render, EveryIamStatementIsScopedToTheJobPrefix) {
+  for (const char* name : {"small", "reference-48"}) {
+    Job j = load_job(name);
+    const std::string bucket_arn = "arn:aws:s3:::" + j.infra.bucket;
+    const std::string prefix = j.infra.prefix;
+    ASSERT_FALSE(prefix.empty()) << name;
+    Json policy = render_iam_policy(j.infra, j.app);
+    ASSERT_FALSE(policy["Statement"].empty());
+    for (const auto& st : policy["Statement"]) {
+      EXPECT_EQ(st["Effect"], "Allow") << st.dump();
+      Json resources = st["Resource"].is_array() ? st["Resource"] : Json::array({st["Resource"]});
+      for (const auto& r : resources) {
+        std::string res = r.get<std::string>();
+        if (res.rfind(bucket_arn + "/", 0) == 0) {
+          EXPECT_EQ(res.rfind(bucket_arn + "/" + prefix + "/", 0), 0u) << name << ": object grant outside the prefix: " << st.dump();
+          continue;
+        }
+        ASSERT_EQ(res, bucket_arn) << st.dump();
+        // A bucket-level grant: only listing, and only under the job's prefix.
+        EXPECT_EQ(st["Action"], Json::array({"s3:ListBucket"})) << name << ": bucket-wide action " << st.dump();
+        Json allowed = st.value("Condition", Json::object()).value("StringLike", Json::object()).value("s3:prefix", Json());
+        ASSERT_TRUE(allowed.is_array() && !allowed.empty()) << name << ": no s3:prefix condition on " << st.dump();
+        for (const auto& a : allowed) {
+          std::string v = a.get<std::string>();
+          EXPECT_TRUE(v == prefix || v.rfind(prefix + "/", 0) == 0) << name << ": s3:prefix " << v << " outside " << prefix;
+        }
+      }
+    }
+    std::string p = policy.dump();
+    EXPECT_EQ(p.find("s3:ListBucketMultipartUploads"), std::string::npos) << p;
+    EXPECT_EQ(p.find("s3:ListMultipartUploadParts"), std::string::npos) << "nothing calls ListParts: " << p;
+  }
+}
+
 TEST(Render, EksctlNodeGroupsPerRole) {
   Job j = load_job("reference-48");
   Json c = render_cluster_config(j.infra, j.app);

@@ -72,7 +72,8 @@ class ObjectStore {
   // Every object whose key starts with prefix (all pages), sorted by key.
   virtual std::vector<ObjectInfo> list(const std::string& prefix) = 0;
 
-  // Unfinished uploads under prefix, and abort one (idempotent), for cleanup().
+  // Unfinished uploads under prefix, and abort one (idempotent), for cleanup(). S3: the
+  // multipart uploads its upload markers name (s3/upload_marker.h).
   virtual std::vector<PendingUpload> list_pending(const std::string& prefix) = 0;
   virtual void abort_pending(const PendingUpload& upload) = 0;
 };

@@ -1,14 +1,17 @@
-// `moerl store ls|cp|rm|verify` end to end: the moerl binary (MOERL_BIN) against the S3 test
-// server and local directories; exit codes 0 on success, 2 with a clear message otherwise.
+// `moerl store ls|cp|rm|verify|cleanup` end to end: the moerl binary (MOERL_BIN) against the
+// S3 test server and local directories; exit codes 0 on success, 2 with a clear message
+// otherwise.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 
+#include "base/error.h"
 #include "io/checksum.h"
 #include "store/commit.h"
 #include "store/local_store.h"
+#include "store/s3/s3_store.h"
 #include "store/testing/s3_env.h"
 #include "store/testing/test_util.h"
 
@@ -100,6 +103,35 @@ TEST(StoreCli, VerifyAndCleanupOnALocalCommit) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("1 objects removed"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(root.path() + "/ckpt/step-000002/orphan.bin"));
+}
+
+// The S3 janitor under the job's IAM policy, which cannot grant ListMultipartUploads on a
+// prefix: the proxy refuses that call, and cleanup still aborts the orphaned upload.
+TEST(StoreCli, CleanupOnS3AbortsOrphanedUploadsWithoutListingUploads) {
+  const char* bin = std::getenv("MOERL_BIN");
+  if (!bin || !std::filesystem::exists(bin)) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
+  testing::ScopedIamProxy proxy;
+  TempDir tmp;
+  std::string uri = testing::fresh_s3_uri("cli-cleanup");
+  std::string root = testing::bucket_key(uri);
+  S3Options o = testing::s3_options(proxy.url());
+  o.part_size = 5u << 20;
+  o.multipart_threshold = 5u << 20;
+  s3::S3Store s(uri, o, testing::s3_credentials());
+  testing::write_random_file(tmp.file("f.bin"), 12u << 20, 3);
+  proxy.fail_part_2 = true;
+  proxy.refuse_abort = true;  // the writer's own abort fails: the upload is orphaned
+  EXPECT_THROW(s.put_file("ckpt/step-1/model.bin", tmp.file("f.bin")), Error);
+  ASSERT_EQ(testing::server_uploads(root + "/").size(), 1u);
+  proxy.refuse_abort = false;
+
+  CliRun r = moerl("cleanup --endpoint " + proxy.url() + " --grace-s -10 " + uri + "/ckpt", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("aborted upload of " + root + "/ckpt/step-1/model.bin\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 uploads aborted"), std::string::npos) << r.out;
+  EXPECT_TRUE(testing::server_uploads(root + "/").empty());
+  EXPECT_TRUE(testing::server_keys(root + "/").empty()) << "the upload's marker was left behind";
+  EXPECT_EQ(proxy.list_uploads_refused(), 0);
 }
 
 }  // namespace

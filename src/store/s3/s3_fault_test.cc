@@ -19,6 +19,7 @@
 #include "store/commit.h"
 #include "store/s3/s3_client.h"
 #include "store/s3/s3_store.h"
+#include "store/s3/upload_marker.h"
 #include "store/testing/loopback_http.h"
 #include "store/testing/s3_env.h"
 #include "store/testing/test_util.h"
@@ -239,9 +240,15 @@ TEST(S3Faults, CommitsUnderRandomChaosAreWholeOrAbsent) {
   }
   // About a third of the requests failed; every one was retried to success.
   EXPECT_GE(s.client().retries(), proxy.requests() / 6) << proxy.requests() << " requests";
-  // Uploads orphaned by lost CreateMultipartUpload answers are what cleanup() is for.
+  // cleanup() aborts every upload a marker names and removes the markers. Uploads orphaned by
+  // a lost CreateMultipartUpload answer have none (the client never learned their id): they
+  // are the bucket lifecycle rule's (docs/formats/store_commit.md, "Upload markers").
   cleanup(direct, "weights", -10);
   EXPECT_TRUE(direct.list_pending("").empty());
+  std::string root = testing::bucket_key(uri);
+  for (const auto& k : testing::server_keys(root + "/")) {
+    EXPECT_FALSE(upload_marker_target(k).has_value()) << "marker left behind: " << k;
+  }
   EXPECT_EQ(list_commits(direct, "weights").size(), 3u);
 }
 

@@ -1,31 +1,27 @@
-// S3Store: ObjectStore operations as S3 calls; parallel multipart upload and ranged download.
+// S3Store: ObjectStore operations as S3 calls; parallel ranged download. Multipart uploads and
+// their markers are in s3_multipart.cc.
 #include "store/s3/s3_store.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <ctime>
-#include <exception>
 #include <filesystem>
-#include <functional>
 #include <iomanip>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "base/error.h"
 #include "base/files.h"
-#include "base/log.h"
 #include "store/file_util.h"
+#include "store/s3/parallel_for.h"
 #include "store/s3/sigv4.h"
+#include "store/s3/upload_marker.h"
 #include "store/s3/xml.h"
 
 namespace moerl::store::s3 {
 
 static constexpr uint64_t kMinPartSize = 5ull << 20;
-static constexpr uint64_t kMaxParts = 10000;
 
 S3Store::S3Store(const std::string& uri, const S3Options& options, std::shared_ptr<CredentialsProvider> credentials) {
   if (uri.rfind("s3://", 0) != 0) throw Error("'" + uri + "' is not an s3:// URI", "write s3://bucket/prefix");
@@ -73,34 +69,6 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
-
-// Runs fn(i) for every i in [0, n) on up to `concurrency` threads (this one included). The
-// first failure stops handing out items and is rethrown once every thread has finished.
-void parallel_for(uint64_t n, int concurrency, const std::function<void(uint64_t)>& fn) {
-  std::atomic<uint64_t> next{0};
-  std::atomic<bool> failed{false};
-  std::mutex err_mu;
-  std::exception_ptr first_error;  // guarded by err_mu
-  auto worker = [&] {
-    while (!failed.load()) {
-      uint64_t i = next++;
-      if (i >= n) return;
-      try {
-        fn(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!first_error) first_error = std::current_exception();
-        failed = true;
-      }
-    }
-  };
-  int threads = static_cast<int>(std::min<uint64_t>(n, static_cast<uint64_t>(concurrency)));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (first_error) std::rethrow_exception(first_error);
-}
 }  // namespace
 
 void S3Store::put_file(const std::string& key, const std::string& path) {
@@ -117,67 +85,6 @@ void S3Store::put_file(const std::string& key, const std::string& path) {
     return;
   }
   multipart_upload(k, f.fd, size);
-}
-
-void S3Store::multipart_upload(const std::string& k, int fd, uint64_t size) {
-  uint64_t part_size = std::max(client_->options().part_size, (size + kMaxParts - 1) / kMaxParts);
-  part_size = (part_size + (1 << 20) - 1) & ~uint64_t{(1 << 20) - 1};
-  uint64_t num_parts = std::max<uint64_t>(1, (size + part_size - 1) / part_size);
-
-  S3Call create{"CreateMultipartUpload", "POST", k, {{"uploads", ""}}};
-  S3Result cr = client_->execute(create);
-  if (cr.status != 200) client_->fail(create, cr);
-  std::string upload_id = parse_xml(cr.body, "CreateMultipartUpload response").text_of("UploadId");
-  if (upload_id.empty()) {
-    throw Error("CreateMultipartUpload " + client_->where(k) + ": response has no UploadId", "check the endpoint",
-                ErrorCode::kIo);
-  }
-  auto abort_upload = [&] {
-    try {
-      abort_pending({relative(k), upload_id, 0});
-    } catch (const std::exception& e) {
-      MOERL_LOG(WARN) << "s3: could not abort upload " << upload_id << " of " << client_->where(k) << ": " << e.what()
-                      << " (cleanup() will abort it later)";
-    }
-  };
-
-  std::vector<std::string> etags(num_parts);
-  try {
-    parallel_for(num_parts, client_->options().concurrency, [&](uint64_t i) {
-      S3Call c{"UploadPart", "PUT", k, {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}}};
-      c.body_fd = fd;
-      c.body_offset = i * part_size;
-      c.body_length = std::min(part_size, size - c.body_offset);
-      S3Result r = client_->execute(c);
-      if (r.status != 200) client_->fail(c, r);
-      etags[i] = r.header("etag");
-      if (etags[i].empty()) {
-        throw Error("UploadPart " + client_->where(k) + " part " + std::to_string(i + 1) + ": no ETag in the response",
-                    "check the endpoint", ErrorCode::kIo);
-      }
-    });
-  } catch (...) {
-    abort_upload();
-    throw;
-  }
-
-  std::string xml = "<CompleteMultipartUpload>";
-  for (uint64_t i = 0; i < num_parts; ++i) {
-    xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + xml_escape(etags[i]) + "</ETag></Part>";
-  }
-  xml += "</CompleteMultipartUpload>";
-  S3Call done{"CompleteMultipartUpload", "POST", k, {{"uploadId", upload_id}}};
-  done.body = xml;
-  done.error_in_ok_body = true;
-  S3Result r = client_->execute(done);
-  if (r.status == 200 && r.error_code.empty()) return;
-  // A retried Complete whose first attempt landed answers NoSuchUpload: the object is there.
-  if (r.ambiguous && r.error_code == "NoSuchUpload") {
-    auto h = head(relative(k));
-    if (h && h->size == size) return;
-  }
-  abort_upload();
-  client_->fail(done, r);
 }
 
 PutOutcome S3Store::put_if_absent(const std::string& key, std::string_view bytes) {
@@ -310,9 +217,7 @@ void S3Store::remove(const std::string& key) {
   client_->fail(c, r);
 }
 
-std::vector<ObjectInfo> S3Store::list(const std::string& prefix) {
-  validate_prefix(prefix);
-  std::string p = prefix_.empty() ? prefix : prefix_ + "/" + prefix;
+std::vector<ObjectInfo> S3Store::list_full(const std::string& p) {
   std::vector<ObjectInfo> out;
   std::string token;
   for (int page = 0;; ++page) {
@@ -325,7 +230,7 @@ std::vector<ObjectInfo> S3Store::list(const std::string& prefix) {
     for (const XmlNode* o : doc.all("Contents")) {
       std::string k = o->text_of("Key");
       if (k.compare(0, p.size(), p) != 0) continue;
-      out.push_back({relative(k), std::stoull(o->text_of("Size", "0")), o->text_of("ETag"),
+      out.push_back({k, std::stoull(o->text_of("Size", "0")), o->text_of("ETag"),
                      parse_iso8601(o->text_of("LastModified")).value_or(0)});
     }
     if (doc.text_of("IsTruncated") != "true") break;
@@ -339,36 +244,15 @@ std::vector<ObjectInfo> S3Store::list(const std::string& prefix) {
   return out;
 }
 
-std::vector<PendingUpload> S3Store::list_pending(const std::string& prefix) {
+std::vector<ObjectInfo> S3Store::list(const std::string& prefix) {
   validate_prefix(prefix);
-  std::string p = prefix_.empty() ? prefix : prefix_ + "/" + prefix;
-  std::vector<PendingUpload> out;
-  std::string key_marker, id_marker;
-  while (true) {
-    S3Call c{"ListMultipartUploads", "GET", "", {{"uploads", ""}, {"prefix", p}}};
-    if (!key_marker.empty()) c.query.push_back({"key-marker", key_marker});
-    if (!id_marker.empty()) c.query.push_back({"upload-id-marker", id_marker});
-    S3Result r = client_->execute(c);
-    if (r.status != 200) client_->fail(c, r);
-    XmlNode doc = parse_xml(r.body, "ListMultipartUploads response");
-    for (const XmlNode* u : doc.all("Upload")) {
-      std::string k = u->text_of("Key");
-      if (k.compare(0, p.size(), p) != 0) continue;
-      out.push_back({relative(k), u->text_of("UploadId"), parse_iso8601(u->text_of("Initiated")).value_or(0)});
-    }
-    if (doc.text_of("IsTruncated") != "true") break;
-    key_marker = doc.text_of("NextKeyMarker");
-    id_marker = doc.text_of("NextUploadIdMarker");
-    if (key_marker.empty()) break;
+  std::vector<ObjectInfo> out;
+  for (ObjectInfo& o : list_full(prefix_.empty() ? prefix : prefix_ + "/" + prefix)) {
+    if (upload_marker_target(o.key)) continue;  // S3Store's bookkeeping, not an object
+    o.key = relative(o.key);
+    out.push_back(std::move(o));
   }
   return out;
-}
-
-void S3Store::abort_pending(const PendingUpload& upload) {
-  S3Call c{"AbortMultipartUpload", "DELETE", full(upload.key), {{"uploadId", upload.upload_id}}};
-  S3Result r = client_->execute(c);
-  if (r.status == 204 || r.status == 200 || r.error_code == "NoSuchUpload") return;
-  client_->fail(c, r);
 }
 
 }  // namespace moerl::store::s3

@@ -2,7 +2,10 @@
 // s3://bucket[/prefix]. Large files go up as multipart uploads with parts sent in parallel
 // threads straight from the file (pread; never the whole file in memory) and come down as
 // parallel ranged GETs written with pwrite into a temp file renamed at the end; an
-// interrupted ranged GET resumes where it stopped. Uploads that fail are aborted. Manifests
+// interrupted ranged GET resumes where it stopped. Uploads that fail are aborted. Each
+// multipart upload has a marker object beside its key while it runs (upload_marker.h):
+// list_pending() finds unfinished uploads through the markers, never with
+// ListMultipartUploads (which IAM cannot scope to a prefix), and list() hides them. Manifests
 // use put_if_absent (If-None-Match: *); a retry whose first attempt may have landed compares
 // the stored bytes, so a lost response does not turn our own write into "already exists".
 //
@@ -33,17 +36,27 @@ class S3Store : public ObjectStore {
   void get_file(const std::string& key, const std::string& path) override;
   std::optional<ObjectInfo> head(const std::string& key) override;
   void remove(const std::string& key) override;
+  // Hides upload markers.
   std::vector<ObjectInfo> list(const std::string& prefix) override;
+  // The uploads whose markers are under prefix (uploads no marker names are not found:
+  // docs/formats/store_commit.md, "Upload markers"). initiated_unix is the marker's
+  // LastModified. Markers that do not parse are skipped with a warning.
   std::vector<PendingUpload> list_pending(const std::string& prefix) override;
+  // AbortMultipartUpload (NoSuchUpload counts as done), then deletes the marker.
   void abort_pending(const PendingUpload& upload) override;
 
   S3Client& client() { return *client_; }
-  // Multipart upload of fd[0, size) to the full key (exposed for tests; put_file uses it).
+  // Multipart upload of fd[0, size) to the full key, with its marker (exposed for tests;
+  // put_file uses it).
   void multipart_upload(const std::string& full_key, int fd, uint64_t size);
 
  private:
   std::string full(const std::string& key) const;
   std::string relative(const std::string& full_key) const;
+  // Every object under a full-key prefix, markers included, with full keys; sorted.
+  std::vector<ObjectInfo> list_full(const std::string& full_prefix);
+  void put_marker(const std::string& full_key, const std::string& upload_id);
+  void abort_upload(const std::string& full_key, const std::string& upload_id);
   void download_range(const std::string& full_key, int fd, const std::string& path, uint64_t offset,
                       uint64_t length, uint64_t total, const std::string& etag);
 

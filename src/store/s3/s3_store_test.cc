@@ -177,8 +177,10 @@ TEST(S3Store, FailedMultipartIsAbortedAndCleanupAbortsOrphans) {
   S3Store direct(uri, testing::s3_options(server.endpoint()), testing::s3_credentials());
   std::string src = tmp.file("f.bin");
   testing::write_random_file(src, 12u << 20, 7);
+  std::string root = testing::bucket_key(uri);
   EXPECT_THROW(s.put_file("ckpt/step-1/model.bin", src), Error);
-  EXPECT_TRUE(direct.list_pending("").empty()) << "the failed upload was not aborted";
+  EXPECT_TRUE(testing::server_uploads(root + "/").empty()) << "the failed upload was not aborted";
+  EXPECT_TRUE(testing::server_keys(root + "/").empty()) << "its marker was left behind";
   EXPECT_FALSE(direct.head("ckpt/step-1/model.bin").has_value());
 
   // When the abort itself fails (the process "dies"), cleanup() aborts the orphan later.
@@ -194,6 +196,7 @@ TEST(S3Store, FailedMultipartIsAbortedAndCleanupAbortsOrphans) {
   EXPECT_EQ(report.aborted_uploads, (std::vector<std::string>{"ckpt/step-1/model.bin"}));
   EXPECT_EQ(report.removed_objects, (std::vector<std::string>{"ckpt/step-1/orphan-shard"}));
   EXPECT_TRUE(direct.list_pending("").empty());
+  EXPECT_TRUE(testing::server_uploads(root + "/").empty());
   // Aborting twice is fine (NoSuchUpload is success).
   EXPECT_NO_THROW(direct.abort_pending(pending[0]));
 }
