@@ -15,10 +15,18 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The logits of rows h_NH as Model::forward computes them (in the model's dtype), then in
-// float32 as token_logprobs scores them, then the sampling transform.
-at::Tensor chunk_logits(const at::Tensor& h_NH, const at::Tensor& w_VH, const model::SamplingConfig& s) {
-  return model::sampling_logits(at::linear(h_NH, w_VH).to(at::kFloat), s);
+// The log-probabilities of rows h_NH: logits as Model::forward computes them (in the model's
+// dtype), then in float32 as token_logprobs scores them, then the sampling transform. The
+// temperature divides in place, so at most two [chunk, V] float32 tensors live at once.
+at::Tensor chunk_logprobs(const at::Tensor& h_NH, const at::Tensor& w_VH, const model::SamplingConfig& s) {
+  at::Tensor x = at::linear(h_NH, w_VH).to(at::kFloat);
+  if (!model::is_untempered(s)) {
+    if (s.temperature != 1.0) x.div_(s.temperature);
+    model::SamplingConfig rest = s;
+    rest.temperature = 1.0;
+    if (!model::is_untempered(rest)) x = model::sampling_logits(x, rest);
+  }
+  return at::log_softmax(x, -1);
 }
 
 struct Saved : torch::CustomClassHolder {
@@ -40,9 +48,12 @@ class TokenStatsFn : public torch::autograd::Function<TokenStatsFn> {
       at::NoGradGuard no_grad;
       for (int64_t s = 0; s < N; s += chunk) {
         const int64_t e = std::min(N, s + chunk);
-        at::Tensor lp = at::log_softmax(chunk_logits(h_NH.slice(0, s, e), w_VH, sampling), -1);
+        at::Tensor lp = chunk_logprobs(h_NH.slice(0, s, e), w_VH, sampling);
         logp.slice(0, s, e).copy_(lp.gather(1, targets_N.slice(0, s, e).unsqueeze(1)).squeeze(1));
-        if (with_entropy) ent.slice(0, s, e).copy_(-(lp.exp() * lp.masked_fill(lp.isinf(), 0)).sum(-1));
+        if (with_entropy) {
+          at::Tensor p = lp.exp();
+          ent.slice(0, s, e).copy_(-p.mul_(lp.masked_fill_(lp.isinf(), 0)).sum(-1));
+        }
       }
     }
     auto saved = c10::make_intrusive<Saved>();
@@ -62,30 +73,38 @@ class TokenStatsFn : public torch::autograd::Function<TokenStatsFn> {
     const at::Tensor g_logp = grads[0].defined() ? grads[0] : at::zeros({h.size(0)}, ent.options());
     const bool g_ent = cfg->with_entropy && grads[1].defined();
     const double inv_t = cfg->sampling.greedy || cfg->sampling.temperature == 1.0 ? 1.0 : 1.0 / cfg->sampling.temperature;
-    at::Tensor grad_h = need_h ? at::zeros_like(h) : at::Tensor();
-    at::Tensor grad_w = need_w ? at::zeros(w.sizes(), w.options().dtype(at::kFloat)) : at::Tensor();
+    // Gradients in the parameters' dtype, as autograd through linear(h, w).to(kFloat) gives
+    // them: dz is rounded to that dtype, then one product per input. grad_w accumulates the
+    // chunks in place (beta = 1), so no float32 copy of the [V,H] head is ever made.
+    at::Tensor grad_h = need_h ? at::empty_like(h) : at::Tensor();
+    at::Tensor grad_w = need_w ? at::zeros_like(w) : at::Tensor();
     at::NoGradGuard no_grad;
     const int64_t N = h.size(0);
     for (int64_t s = 0; s < N; s += cfg->chunk) {
       const int64_t e = std::min(N, s + cfg->chunk);
-      at::Tensor lp = at::log_softmax(chunk_logits(h.slice(0, s, e), w, cfg->sampling), -1);
-      at::Tensor p = lp.exp();  // 0 where the sampling transform dropped the token
+      at::Tensor lp = chunk_logprobs(h.slice(0, s, e), w, cfg->sampling);
       const at::Tensor t = targets.slice(0, s, e).unsqueeze(1), g = g_logp.slice(0, s, e).unsqueeze(1);
-      at::Tensor dz = -p * g;
       // A target the transform dropped has a constant logit (kTruncatedLogit): no gradient
       // through it, only through the normaliser.
       const at::Tensor kept = lp.gather(1, t).gt(model::kTruncatedLogit / 2);
-      dz.scatter_add_(1, t, g * kept.to(g.scalar_type()));
+      // dz = -p * (g + g_ent * (log p + H)), with p = 0 where the transform dropped a token.
+      at::Tensor coef = g;
       if (g_ent) {
-        at::Tensor safe_lp = lp.masked_fill(lp.isinf(), 0);
-        dz -= p * (safe_lp + ent.slice(0, s, e).unsqueeze(1)) * grads[1].slice(0, s, e).unsqueeze(1);
+        coef = lp.masked_fill(lp.isinf(), 0);
+        coef.add_(ent.slice(0, s, e).unsqueeze(1)).mul_(grads[1].slice(0, s, e).unsqueeze(1)).add_(g);
       }
+      at::Tensor dz = lp.exp_().mul_(coef).neg_();
+      coef = at::Tensor();
+      dz.scatter_add_(1, t, g * kept.to(g.scalar_type()));
       if (inv_t != 1.0) dz.mul_(inv_t);
-      // z = linear(h, w) in the model's dtype: its gradients flow back in that dtype.
-      if (need_h) grad_h.slice(0, s, e).copy_(at::matmul(dz, w.to(at::kFloat)));
-      if (need_w) grad_w.add_(at::matmul(dz.t(), h.slice(0, s, e).to(at::kFloat)));
+      const at::Tensor dz_w = dz.to(w.scalar_type());
+      dz = at::Tensor();
+      if (need_h) {
+        at::Tensor grad_h_chunk = grad_h.slice(0, s, e);
+        at::mm_out(grad_h_chunk, dz_w, w);
+      }
+      if (need_w) grad_w.addmm_(dz_w.t(), h.slice(0, s, e));
     }
-    if (need_w) grad_w = grad_w.to(w.scalar_type());
     return {grad_h, grad_w, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

@@ -39,13 +39,19 @@ at::Tensor attend_absorbed(const MlaWeights& w, const MlaShape& s, const at::Ten
                            const at::Tensor& latent_BSC, const at::Tensor& allowed) {
   const int64_t Hq = s.num_heads, R = s.kv_lora_rank;
   const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, dv = s.v_head_dim;
+  const int64_t B = q_BhTD.size(0), T = q_BhTD.size(2);
   at::Tensor w_kv = w.kv_b_proj.view({Hq, dn + dv, R});
   at::Tensor w_uk = w_kv.narrow(1, 0, dn), w_uv = w_kv.narrow(1, dn, dv);  // [Hq,dn,R], [Hq,dv,R]
-  at::Tensor q_lat = at::matmul(q_BhTD.narrow(-1, 0, dn), w_uk);           // [B,Hq,T,R]
-  at::Tensor query = at::cat({q_lat, q_BhTD.narrow(-1, dn, dr)}, -1);      // [B,Hq,T,R+dr]
-  at::Tensor keys = latent_BSC.unsqueeze(1);                               // [B,1,S,R+dr]
+  // NOTE: heads are the batch of both products ([Hq, B*T, .] x [Hq, ., .]). at::matmul of
+  // [B,Hq,T,dn] by [Hq,dn,R] would broadcast the weights to B copies first: 4 GB per layer at
+  // decode batch 256 with DeepSeek-V3's 128 heads, which made decode time grow with the batch.
+  at::Tensor q_nope = q_BhTD.narrow(-1, 0, dn).permute({1, 0, 2, 3}).reshape({Hq, B * T, dn});
+  at::Tensor q_lat = at::bmm(q_nope, w_uk).view({Hq, B, T, R}).permute({1, 0, 2, 3});  // [B,Hq,T,R]
+  at::Tensor query = at::cat({q_lat, q_BhTD.narrow(-1, dn, dr)}, -1);                // [B,Hq,T,R+dr]
+  at::Tensor keys = latent_BSC.unsqueeze(1);                                         // [B,1,S,R+dr]
   at::Tensor o_lat = attention_core(query, keys, keys.narrow(-1, 0, R), allowed, s.softmax_scale);  // [B,T,Hq,R]
-  return at::matmul(o_lat.transpose(1, 2), w_uv.transpose(1, 2)).transpose(1, 2);                // [B,T,Hq,dv]
+  at::Tensor o_h = o_lat.permute({2, 0, 1, 3}).reshape({Hq, B * T, R});
+  return at::bmm(o_h, w_uv.transpose(1, 2)).view({Hq, B, T, dv}).permute({1, 2, 0, 3});  // [B,T,Hq,dv]
 }
 
 }  // namespace
