@@ -72,9 +72,9 @@ class HierarchicalGroup final : public Group {
     Config inter = cfg;
     inter.mode = Mode::kNormal;
     inter.backend = cfg.inter_backend;
-    inter.provider = !cfg.inter_provider.empty() ? cfg.inter_provider
-                     : !cfg.provider.empty()     ? cfg.provider
-                                                 : env::get_or("FI_PROVIDER", "tcp");
+    // NOTE: not FI_PROVIDER: libfabric loads only the providers it lists, so with both hops
+    // on fabric it must name both (FI_PROVIDER=shm,tcp) or be unset.
+    inter.provider = !cfg.inter_provider.empty() ? cfg.inter_provider : !cfg.provider.empty() ? cfg.provider : "tcp";
     // Every rank builds intra then inter, so the collective constructors pair up.
     intra_ = topo.local_world_size == 1
                  ? loopback_group(experts_per_node_)

@@ -5,10 +5,13 @@
 // naming it; the node split of the routing.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 
 #include "base/error.h"
+#include "ep/bench.h"
 #include "ep/conformance.h"
 #include "ep/ep.h"
 #include "ep/hier/hier_group.h"
@@ -79,11 +82,17 @@ MOERL_EP_SCENARIO(hier_counts) {
     EXPECT_EQ(s.inter_payload_bytes, inter * kH * 2);
     EXPECT_EQ(s.flat_inter_rows, flat);
     EXPECT_EQ(s.forwarded_rows, forwarded);
-    if (t.num_nodes == 1) EXPECT_EQ(inter, 0);
-    if (t.local_world_size == 1) EXPECT_EQ(inter, flat) << "one rank per node: nothing to deduplicate";
+    if (t.num_nodes == 1) {
+      EXPECT_EQ(inter, 0);
+    }
+    if (t.local_world_size == 1) {
+      EXPECT_EQ(inter, flat) << "one rank per node: nothing to deduplicate";
+    }
     if (t.num_nodes > 1 && t.local_world_size > 1) {
       EXPECT_LT(inter, flat) << "per-node deduplication saves rows";
-      if (pick == Pick::kOneRemoteNode) EXPECT_EQ(inter, kT) << "each token crosses once";
+      if (pick == Pick::kOneRemoteNode) {
+        EXPECT_EQ(inter, kT) << "each token crosses once";
+      }
     }
     // A cached dispatch (the backward of combine) moves the same rows again.
     g->dispatch(x, at::Tensor(), at::Tensor(), Layout{}, &d.handle);
@@ -112,13 +121,30 @@ MOERL_EP_SCENARIO(hier_bad_local_world_size) {
   }
 }
 
+// `moerl bench ep --backend fabric,hierarchical --provider tcp` without the CLI binary: the
+// flat group all over tcp vs hierarchical (intra shm, inter tcp). Run by hand (disabled):
+// moerl_ep_tests --gtest_also_run_disabled_tests --gtest_filter='*BenchTwoNodesOfTwo*'
+MOERL_EP_SCENARIO(hier_bench) {
+  BenchOptions o;
+  o.tokens = std::stoll(std::getenv("MOERL_HIER_BENCH_TOKENS") ? std::getenv("MOERL_HIER_BENCH_TOKENS") : "1024");
+  o.hidden = 2048, o.topk = 8, o.experts = 64, o.iters = 7, o.warmup = 2;
+  o.provider = "tcp";
+  o.backends = {Backend::kFabric, Backend::kHierarchical};
+  const nlohmann::json r = run_bench(o);
+  if (r["ranks"] == 4 && std::getenv("RANK") == std::string("0")) std::printf("%s%s\n", bench_table(r).c_str(), r.dump().c_str());
+}
+
 std::vector<int> ok(int n) { return std::vector<int>(n, 0); }
 
+TEST(EpHier, DISABLED_BenchTwoNodesOfTwo) {
+  EXPECT_EQ(testing::run_ranks("hier_bench", 4, {{"LOCAL_WORLD_SIZE", "2"}}, 600), ok(4));
+}
+
 TEST(EpHier, CountsTwoNodesOfTwo) {
-  EXPECT_EQ(testing::run_ranks("hier_counts", 4, {{"FI_PROVIDER", "tcp"}, {"LOCAL_WORLD_SIZE", "2"}}), ok(4));
+  EXPECT_EQ(testing::run_ranks("hier_counts", 4, {{"LOCAL_WORLD_SIZE", "2"}}), ok(4));
 }
 TEST(EpHier, CountsTwoNodesOfOne) {
-  EXPECT_EQ(testing::run_ranks("hier_counts", 2, {{"FI_PROVIDER", "tcp"}, {"LOCAL_WORLD_SIZE", "1"}}), ok(2));
+  EXPECT_EQ(testing::run_ranks("hier_counts", 2, {{"LOCAL_WORLD_SIZE", "1"}}), ok(2));
 }
 TEST(EpHier, BadLocalWorldSizeNamesTheVariable) {
   EXPECT_EQ(testing::run_ranks("hier_bad_local_world_size", 4, {{"LOCAL_WORLD_SIZE", "3"}}, 60), ok(4));
