@@ -114,7 +114,7 @@ struct Config {
   std::optional<Backend> intra_backend;
   Backend inter_backend = Backend::kFabric;
   std::string intra_provider = "shm";  // intra fabric's libfabric provider
-  std::string inter_provider;          // inter fabric's provider; empty: `provider`, FI_PROVIDER, else "tcp"
+  std::string inter_provider;          // inter fabric's provider; empty: `provider`, else "tcp"
   // Throws moerl::Error naming every value involved.
   void validate(int64_t num_experts, int world_size) const;
 };
