@@ -53,6 +53,12 @@ Rendezvous rendezvous() {
   return r;
 }
 
+std::optional<long> local_world_size() {
+  auto v = get("LOCAL_WORLD_SIZE");
+  if (!v || v->empty()) return std::nullopt;
+  return get_int_or("LOCAL_WORLD_SIZE", 0);
+}
+
 LaunchEnv launch_env() {
   auto either = [](const char* pet, const char* node_level) -> std::optional<EnvValue> {
     if (auto v = get(pet)) return EnvValue{*v, pet};
@@ -78,7 +84,7 @@ const std::vector<Known>& known_variables() {
       {"WORLD_SIZE", "number of ranks (to `moerl launch --nproc-per-node`: number of nodes, unless PET_NNODES)"},
       {"RANK", "this process's rank (to `moerl launch --nproc-per-node`: the node rank, unless PET_NODE_RANK)"},
       {"LOCAL_RANK", "rank within the node"},
-      {"LOCAL_WORLD_SIZE", "ranks on this node (set by `moerl launch`)"},
+      {"LOCAL_WORLD_SIZE", "ranks on this node (set by `moerl launch`); EP backend hierarchical groups ranks r / LOCAL_WORLD_SIZE as nodes"},
       {"GROUP_RANK", "node rank (set by `moerl launch`)"},
       {"PET_NNODES", "Kubeflow: number of nodes, read by `moerl launch --nproc-per-node` (before WORLD_SIZE)"},
       {"PET_NODE_RANK", "Kubeflow: this node's rank, read by `moerl launch --nproc-per-node` (before RANK)"},

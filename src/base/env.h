@@ -25,6 +25,9 @@ struct Rendezvous {
   int local_rank = 0;
 };
 Rendezvous rendezvous();
+// LOCAL_WORLD_SIZE (ranks per node, set by `moerl launch`); nullopt when unset or empty. A
+// malformed value is an Error naming the variable; the range is the caller's to check.
+std::optional<long> local_world_size();
 
 // A set variable and its name (for messages).
 struct EnvValue {

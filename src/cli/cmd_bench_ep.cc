@@ -16,10 +16,13 @@ static int run_bench_ep(Args& a) {
     std::printf(
         "usage: moerl launch -n N -- moerl bench ep [--tokens 4096] [--hidden 2048] [--topk 8] [--experts 64]\n"
         "         [--dtype bf16|fp32 (or bfloat16, float32, f32)] [--routing uniform|zipf|one-expert|dropped] [--mode normal|low-latency]\n"
-        "         [--backend fabric,alltoall] [--provider shm|tcp|efa] [--warmup 3] [--iters 10] [--seed 1] [--json]\n"
+        "         [--backend fabric,alltoall,hierarchical] [--provider shm|tcp|efa] [--warmup 3] [--iters 10] [--seed 1] [--json]\n"
         "         [--device cpu|cuda]   (cuda: --backend cuda_ipc,nccl, one GPU per rank)\n"
+        "hierarchical: nodes of LOCAL_WORLD_SIZE ranks; intra-node hop fabric/shm (cuda_ipc on GPUs), inter-node\n"
+        "hop fabric over --provider (else FI_PROVIDER, else tcp); ratio = fabric/hierarchical when both run.\n"
         "Verifies every backend against a reference, then reports median dispatch/combine times, GB/s of\n"
-        "received bytes, copy bandwidth, and ratio = baseline time / ours (alltoall/fabric, nccl/cuda_ipc).\n"
+        "received bytes, copy bandwidth, and ratio = baseline time / ours (alltoall/fabric, nccl/cuda_ipc,\n"
+        "fabric/hierarchical).\n"
         "Exit 1 on a wrong result.\n");
     return 0;
   }

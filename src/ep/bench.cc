@@ -10,6 +10,7 @@
 
 #include "base/deadline.h"
 #include "base/error.h"
+#include "ep/hier/hier_group.h"
 
 namespace moerl::ep {
 namespace {
@@ -189,6 +190,15 @@ nlohmann::json run_bench(const BenchOptions& o) {
       Dispatched d = g->dispatch(in.x, in.idx, in.w, layout);
       verify(backend_name(b), me, d, g->combine(d.recv_x_NH, d.handle), ref);
     }
+    nlohmann::json r;
+    if (b == Backend::kHierarchical) {  // what one dispatch sent between nodes, this rank
+      const hier::HierStats s = hier::hier_stats(*g);
+      const hier::NodeTopology t = hier::hier_topology(*g);
+      r["nodes"] = std::to_string(t.num_nodes) + "x" + std::to_string(t.local_world_size);
+      r["inter_rows"] = s.inter_rows;
+      r["flat_inter_rows"] = s.flat_inter_rows;
+      r["inter_payload_bytes"] = s.inter_payload_bytes;
+    }
     std::vector<double> td, tc, tt;
     for (int it = 0; it < o.warmup + o.iters; ++it) {
       sync_device(in.x);
@@ -203,7 +213,6 @@ nlohmann::json run_bench(const BenchOptions& o) {
       if (it == o.warmup + o.iters - 1) verify(backend_name(b), me, d, y, ref);  // still right after timing
     }
     recv_bytes = ref.recv_x.numel() * ref.recv_x.element_size();
-    nlohmann::json r;
     r["dispatch_ms"] = median(td) * 1e3;
     r["combine_ms"] = median(tc) * 1e3;
     r["total_ms"] = median(tt) * 1e3;
@@ -215,9 +224,11 @@ nlohmann::json run_bench(const BenchOptions& o) {
     totals[b] = median(tt);
   }
   out["memcpy_gbps"] = o.device == "cuda" ? device_copy_gbps(recv_bytes, dev) : memcpy_gbps(recv_bytes);
-  // ratio = baseline time / ours: alltoall vs fabric on hosts, nccl vs cuda_ipc on GPUs.
+  // ratio = baseline time / ours: alltoall vs fabric on hosts, nccl vs cuda_ipc on GPUs, and
+  // flat fabric vs hierarchical (the last pair present wins).
   out["ratio"] = nullptr;
-  for (auto [ours, baseline] : {std::pair{Backend::kFabric, Backend::kAllToAll}, std::pair{Backend::kCudaIpc, Backend::kNccl}}) {
+  for (auto [ours, baseline] : {std::pair{Backend::kFabric, Backend::kAllToAll}, std::pair{Backend::kCudaIpc, Backend::kNccl},
+                                std::pair{Backend::kHierarchical, Backend::kFabric}}) {
     if (totals.count(ours) && totals.count(baseline)) {
       out["ratio"] = totals[baseline] / totals[ours];
       out["ratio_of"] = std::string(backend_name(baseline)) + "/" + backend_name(ours);
@@ -240,6 +251,13 @@ std::string bench_table(const nlohmann::json& r) {
     std::snprintf(line, sizeof(line), "%-10s  %11.3f  %10.3f  %8.3f  %13.2f  %12.2f  %s\n", name.c_str(),
                   b["dispatch_ms"].get<double>(), b["combine_ms"].get<double>(), b["total_ms"].get<double>(),
                   b["dispatch_gbps"].get<double>(), b["combine_gbps"].get<double>(), b["verified"].get<bool>() ? "yes" : "NO");
+    s += line;
+  }
+  for (auto& [name, b] : r["backends"].items()) {
+    if (!b.contains("inter_rows")) continue;
+    std::snprintf(line, sizeof(line), "%s (nodes %s, rank 0): %lld rows per dispatch to other nodes, a flat dispatch sends %lld\n",
+                  name.c_str(), b["nodes"].get<std::string>().c_str(), (long long)b["inter_rows"].get<int64_t>(),
+                  (long long)b["flat_inter_rows"].get<int64_t>());
     s += line;
   }
   const bool gpu = r.value("device", "cpu") == "cuda";

@@ -25,6 +25,15 @@ void Config::validate(int64_t num_experts, int world_size) const {
     throw Error("ep config: max_tokens_per_rank, hidden must be >= 1 and max_topk in [1, 64]" + values(),
                 "fix the [ep] section of the config");
   }
+  auto sub_ok = [](std::optional<Backend> b) {
+    return !b || (*b != Backend::kLoopback && *b != Backend::kHierarchical);
+  };
+  if (backend == Backend::kHierarchical && (!sub_ok(intra_backend) || !sub_ok(inter_backend))) {
+    throw Error("ep config: hierarchical's intra/inter backends must be multi-rank transports (intra=" +
+                    std::string(intra_backend ? backend_name(*intra_backend) : "auto") +
+                    " inter=" + backend_name(inter_backend) + ")" + values(),
+                "e.g. intra cuda_ipc (GPUs) or fabric (CPU, provider shm), inter fabric");
+  }
   if (!(timeout_s > 0)) {
     throw Error("ep config: timeout_s must be > 0" + values(), "e.g. timeout_s = 60");
   }
@@ -36,7 +45,8 @@ Backend parse_backend(const std::string& s) {
   if (s == "alltoall") return Backend::kAllToAll;
   if (s == "cuda_ipc") return Backend::kCudaIpc;
   if (s == "nccl") return Backend::kNccl;
-  throw Error("ep: backend '" + s + "' is not one of loopback|fabric|alltoall|cuda_ipc|nccl",
+  if (s == "hierarchical") return Backend::kHierarchical;
+  throw Error("ep: backend '" + s + "' is not one of loopback|fabric|alltoall|cuda_ipc|nccl|hierarchical",
               "e.g. backend = \"fabric\" (cuda_ipc and nccl need a CUDA build and GPUs)");
 }
 
@@ -53,6 +63,7 @@ const char* backend_name(Backend b) {
     case Backend::kAllToAll: return "alltoall";
     case Backend::kCudaIpc: return "cuda_ipc";
     case Backend::kNccl: return "nccl";
+    case Backend::kHierarchical: return "hierarchical";
   }
   return "?";
 }

@@ -1,7 +1,8 @@
 // The EP conformance harness: a contract (the behaviour ep.h promises) is written once and
 // runs as one gtest per backend that runs on a CPU: loopback on one rank (in process),
 // fabric over libfabric shm and tcp (on the loopback interface) and alltoall over Gloo, on
-// 2 and 4 ranks (separate processes, test_ranks.h). Contracts may live in any ep test file.
+// 2 and 4 ranks (separate processes, test_ranks.h), and hierarchical as 2 nodes of 2, 2
+// nodes of 1 and 1 node of 4 (LOCAL_WORLD_SIZE). Contracts may live in any ep test file.
 //
 //   using testing::EpConformance;
 //   EP_CONTRACT(Delivery) {                       // `backend` is the ep::Backend under test
@@ -22,7 +23,8 @@ namespace moerl::ep::testing {
 struct BackendParam {
   Backend backend;
   int ranks;             // 1: in this process; more: one process per rank
-  const char* provider;  // FI_PROVIDER for fabric, else nullptr
+  const char* provider;  // FI_PROVIDER for fabric (hierarchical: its inter-node hop), else nullptr
+  int local_world_size = 0;  // LOCAL_WORLD_SIZE for the ranks (hierarchical's nodes); 0: unset
 };
 
 class EpConformance : public ::testing::TestWithParam<BackendParam> {};

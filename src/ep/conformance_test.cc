@@ -45,6 +45,7 @@ void run_contract(const std::string& name, const BackendParam& p) {
   if (p.ranks == 1) return contracts()[name](p.backend);
   std::map<std::string, std::string> env{{"MOERL_EP_CONTRACT", name}, {"MOERL_EP_BACKEND", backend_name(p.backend)}};
   if (p.provider) env["FI_PROVIDER"] = p.provider;
+  if (p.local_world_size) env["LOCAL_WORLD_SIZE"] = std::to_string(p.local_world_size);
   EXPECT_EQ(run_ranks("conformance", p.ranks, env), std::vector<int>(p.ranks, 0));
 }
 
@@ -63,11 +64,19 @@ INSTANTIATE_TEST_SUITE_P(Backends, EpConformance,
                                            BackendParam{Backend::kFabric, 4, "shm"},
                                            BackendParam{Backend::kFabric, 4, "tcp"},
                                            BackendParam{Backend::kAllToAll, 2, nullptr},
-                                           BackendParam{Backend::kAllToAll, 4, nullptr}),
+                                           BackendParam{Backend::kAllToAll, 4, nullptr},
+                                           // intra fabric/shm, inter fabric/tcp (FI_PROVIDER unset: libfabric
+                                           // would load only the one it names): 2 nodes of 2, 2 of 1, 1 of 4
+                                           BackendParam{Backend::kHierarchical, 4, nullptr, 2},
+                                           BackendParam{Backend::kHierarchical, 2, nullptr, 1},
+                                           BackendParam{Backend::kHierarchical, 4, nullptr, 4}),
                          [](const ::testing::TestParamInfo<BackendParam>& info) {
                            const BackendParam& p = info.param;
                            std::string s = std::string(backend_name(p.backend)) + "_" + std::to_string(p.ranks) + "ranks";
-                           return p.provider ? s + "_" + p.provider : s;
+                           if (p.provider) s += std::string("_") + p.provider;
+                           if (p.local_world_size) s += "_" + std::to_string(p.ranks / p.local_world_size) + "x" +
+                                                        std::to_string(p.local_world_size);
+                           return s;
                          });
 
 namespace {

@@ -95,6 +95,8 @@ enum class Backend {
   kAllToAll,  // baseline: permute + count exchange + all-to-all-v over c10d Gloo + unpermute
   kCudaIpc,   // GPUs of one node: rows written into peers' mapped buffers (ep/cuda)
   kNccl,      // GPU baseline: the all-to-all path over c10d NCCL (ep/cuda)
+  kHierarchical,  // nodes of LOCAL_WORLD_SIZE ranks: an intra-node group and an inter-node group
+                  // (ep/hier): one inter-node hop per (token, node), then forwarded on the node
 };
 
 // Validated in one place (validate()); presets are the defaults below.
@@ -106,16 +108,23 @@ struct Config {
   int64_t hidden = 7168;              // bound on H (row width) the buffers are sized for
   int64_t max_topk = 8;               // bound on K
   double timeout_s = 60;              // every wait on a peer ends with an Error after this
+  // backend hierarchical only (ep/hier/hier_group.h): the backends of its two hops, each
+  // one of fabric|alltoall|cuda_ipc|nccl. intra: nullopt = cuda_ipc where a GPU build
+  // registered it, else fabric; inter: fabric.
+  std::optional<Backend> intra_backend;
+  Backend inter_backend = Backend::kFabric;
+  std::string intra_provider = "shm";  // intra fabric's libfabric provider
+  std::string inter_provider;          // inter fabric's provider; empty: `provider`, else "tcp"
   // Throws moerl::Error naming every value involved.
   void validate(int64_t num_experts, int world_size) const;
 };
 
-Backend parse_backend(const std::string& s);  // "loopback" | "fabric" | "alltoall" | "cuda_ipc" | "nccl"
+Backend parse_backend(const std::string& s);  // "loopback" | "fabric" | "alltoall" | "cuda_ipc" | "nccl" | "hierarchical"
 Mode parse_mode(const std::string& s);        // "normal" | "low_latency" (or "low-latency")
 const char* backend_name(Backend b);
 const char* mode_name(Mode m);
 
-// Creates the group for this process. For fabric/alltoall: rendezvous through a c10d
+// Creates the group for this process. For fabric/alltoall/hierarchical: rendezvous through a c10d
 // TCPStore at MASTER_ADDR:MASTER_PORT with WORLD_SIZE/RANK (base/env.h); collective, so
 // every rank must call it. loopback needs no environment.
 std::shared_ptr<Group> make_group(const Config& cfg, int64_t num_experts);

@@ -9,6 +9,7 @@
 #include "base/env.h"
 #include "ep/cuda/cuda_ipc_group.h"
 #include "ep/cuda/nccl_group.h"
+#include "ep/torch/world.h"
 #include "model/cuda/fast_generate.h"
 #include "model/cuda/moe_gpu.h"
 #endif
@@ -26,6 +27,8 @@ void enable_gpu_paths() {
     model::cuda::install_fast_generate();
     ep::register_backend(ep::Backend::kCudaIpc, &ep::cuda_ipc_group);
     ep::register_backend(ep::Backend::kNccl, &ep::nccl_group);
+    // The hierarchical group's intra-node hop (ep/hier): cuda_ipc over one node's ranks.
+    ep::detail::register_world_backend(ep::Backend::kCudaIpc, &ep::cuda_ipc_group_in);
   });
 #endif
 }

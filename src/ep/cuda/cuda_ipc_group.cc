@@ -278,14 +278,17 @@ class CudaIpcGroup final : public detail::RoutedGroup {
 
 }  // namespace
 
-std::shared_ptr<Group> cuda_ipc_group(const Config& cfg, int64_t num_experts) {
-  detail::World w = detail::join_world("cuda_ipc", cfg.timeout_s);
-  // cfg.backend names the host transports (make_group); this call picks cuda_ipc, so check the
-  // bounds as for any multi-rank backend rather than loopback's one-rank rule.
+std::shared_ptr<Group> cuda_ipc_group_in(const Config& cfg, int64_t num_experts, const detail::World& w) {
+  // cfg.backend names the host transports (make_group) or hierarchical; this call picks
+  // cuda_ipc, so check the bounds as for any multi-rank backend rather than loopback's rule.
   Config checked = cfg;
   checked.backend = Backend::kAllToAll;
   checked.validate(num_experts, w.world_size);
   return std::make_shared<CudaIpcGroup>(cfg, num_experts, w);
+}
+
+std::shared_ptr<Group> cuda_ipc_group(const Config& cfg, int64_t num_experts) {
+  return cuda_ipc_group_in(cfg, num_experts, detail::join_world("cuda_ipc", cfg.timeout_s));
 }
 
 }  // namespace moerl::ep

@@ -21,6 +21,12 @@
 
 namespace moerl::ep {
 
+namespace detail {
+struct World;
+}  // namespace detail
+
 std::shared_ptr<Group> cuda_ipc_group(const Config& cfg, int64_t num_experts);
+// Over an already joined world: the intra-node hop of a hierarchical group (one node's ranks).
+std::shared_ptr<Group> cuda_ipc_group_in(const Config& cfg, int64_t num_experts, const detail::World& world);
 
 }  // namespace moerl::ep

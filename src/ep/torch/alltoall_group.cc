@@ -66,4 +66,9 @@ std::shared_ptr<Group> alltoall_group(const Config& cfg, int64_t num_experts) {
   return detail::make_world_group<AllToAllGroup>("alltoall", cfg, num_experts);
 }
 
+std::shared_ptr<Group> alltoall_group_in(const Config& cfg, int64_t num_experts, const detail::World& world) {
+  cfg.validate(num_experts, world.world_size);
+  return std::make_shared<AllToAllGroup>(cfg, num_experts, world);
+}
+
 }  // namespace moerl::ep

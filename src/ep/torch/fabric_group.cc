@@ -323,4 +323,9 @@ std::shared_ptr<Group> fabric_group(const Config& cfg, int64_t num_experts) {
   return detail::make_world_group<FabricGroup>("fabric", cfg, num_experts);
 }
 
+std::shared_ptr<Group> fabric_group_in(const Config& cfg, int64_t num_experts, const detail::World& world) {
+  cfg.validate(num_experts, world.world_size);
+  return std::make_shared<FabricGroup>(cfg, num_experts, world);
+}
+
 }  // namespace moerl::ep

@@ -5,10 +5,14 @@
 #include <memory>
 
 #include "ep/ep.h"
+#include "ep/torch/world.h"
 
 namespace moerl::ep {
 
 std::shared_ptr<Group> fabric_group(const Config& cfg, int64_t num_experts);
 std::shared_ptr<Group> alltoall_group(const Config& cfg, int64_t num_experts);
+// The same over an already joined world (a sub-world of a hierarchical group).
+std::shared_ptr<Group> fabric_group_in(const Config& cfg, int64_t num_experts, const detail::World& world);
+std::shared_ptr<Group> alltoall_group_in(const Config& cfg, int64_t num_experts, const detail::World& world);
 
 }  // namespace moerl::ep

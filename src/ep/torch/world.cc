@@ -39,4 +39,12 @@ World join_world(const std::string& group_kind, double timeout_s) {
   return w;
 }
 
+World sub_world(const World& parent, const std::string& name, int rank, int world_size) {
+  World w;
+  w.rank = rank;
+  w.world_size = world_size;
+  w.store = c10::make_intrusive<c10d::PrefixStore>(name, parent.store);
+  return w;
+}
+
 }  // namespace moerl::ep::detail

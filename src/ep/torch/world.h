@@ -20,6 +20,18 @@ struct World {
 
 // Collective: every rank calls it once per group, in the same order.
 World join_world(const std::string& group_kind, double timeout_s);
+// A sub-world of `parent` (e.g. the ranks of one node): this rank is `rank` of `world_size`
+// there; its keys live under `name`, which every member must pass alike and no other
+// sub-world may share. No communication.
+World sub_world(const World& parent, const std::string& name, int rank, int world_size);
+
+// Builds a backend's Group over an already joined world (the members of a hierarchical
+// group's hops). Collective within `world`. fabric and alltoall are built in; GPU backends
+// register theirs (register_world_backend, beside register_backend).
+using WorldGroupFactory = std::shared_ptr<Group> (*)(const Config& cfg, int64_t num_experts, const World& world);
+void register_world_backend(Backend b, WorldGroupFactory factory);
+std::shared_ptr<Group> make_group_in(const Config& cfg, int64_t num_experts, const World& world);
+bool has_world_backend(Backend b);
 
 // The factory of a multi-rank backend: joins the launch's ranks, checks the config against
 // the world size, builds Backend(cfg, num_experts, world). Collective, like join_world.
