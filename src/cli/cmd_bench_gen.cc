@@ -76,13 +76,15 @@ int run_bench_gen(Args& a) {
   if (a.flag("--help") || a.flag("-h")) {
     std::printf(
         "usage: moerl bench gen --config CONFIG.json [--layers N] [--batch 64,128,256] [--prompt 64]\n"
-        "                       [--new-tokens 64] [--device cpu|cuda] [--seed 7]\n"
+        "                       [--new-tokens 64] [--device cpu|cuda] [--seed 7] [--group G]\n"
         "Decode speed of the geometry CONFIG.json describes (a Hugging Face config.json; --layers keeps the\n"
         "first N layers), random weights drawn on the device (bf16 on cuda, float32 on cpu), temperature 1.\n"
         "Per batch: decode ms per step ((time of 8 + new-tokens tokens - time of 8) / new-tokens), new\n"
         "tokens/s, the bytes one decode step reads (every weight but the embedding table, the experts the\n"
         "batch touches under uniform routing, the KV cache's capacity) and their rate as a fraction of the\n"
-        "device copy rate measured in the same run. Presets: examples/bench/*.json.\n");
+        "device copy rate measured in the same run. --group G: batch/G prompts, each G times (a GRPO\n"
+        "batch); each row then also times prefilling every sample and prints the rollout tokens/s ratio\n"
+        "of the shared prefill to it. Presets: examples/bench/*.json.\n");
     return 0;
   }
   const std::string path = a.required("--config");
@@ -92,7 +94,14 @@ int run_bench_gen(Args& a) {
   const int64_t P = a.integer("--prompt", 64), N = a.integer("--new-tokens", 64), warm = 8;
   const std::string dev = a.value("--device").value_or("cpu");
   const uint64_t seed = static_cast<uint64_t>(a.integer("--seed", 7));
+  const int64_t G = a.integer("--group", 1);
   a.finish();
+  for (int64_t B : batches) {
+    if (G < 1 || B % G != 0) {
+      throw Error("bench gen: --group " + std::to_string(G) + " does not divide --batch " + std::to_string(B),
+                  "give a group size that divides every batch", ErrorCode::kInvalidInput);
+    }
+  }
   if (layers < 1 || layers > c.num_hidden_layers || P < 1 || N < 1) {
     throw Error("bench gen: --layers " + std::to_string(layers) + " --prompt " + std::to_string(P) + " --new-tokens " +
                     std::to_string(N) + " out of range",
@@ -114,14 +123,18 @@ int run_bench_gen(Args& a) {
   }
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t B : batches) {
-    at::Tensor ids = at::randint(3, std::min<int64_t>(c.vocab_size, 100000), {B, P}, at::kLong);
+    at::Tensor ids = at::randint(3, std::min<int64_t>(c.vocab_size, 100000), {B / G, P}, at::kLong);
     std::vector<std::vector<int64_t>> prompts(B);
-    for (int64_t b = 0; b < B; ++b) prompts[b].assign(ids[b].data_ptr<int64_t>(), ids[b].data_ptr<int64_t>() + P);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t* row = ids[b / G].data_ptr<int64_t>();
+      prompts[b].assign(row, row + P);
+    }
     model::GenerateConfig g;
     g.sampling.temperature = 1.0;
     g.seed = seed;
-    auto timed = [&](int64_t n) {
+    auto timed = [&](int64_t n, bool share = true) {
       g.max_new_tokens = n;
+      g.share_prefill = share;
       auto t0 = std::chrono::steady_clock::now();
       model::generate(m, prompts, g);  // returns host tokens: the device is done
       return seconds_since(t0);
@@ -143,6 +156,15 @@ int run_bench_gen(Args& a) {
                     {"GB_read_per_step", step_bytes / 1e9},
                     {"roofline_fraction", step_bytes / step_s / rate},
                     {"prefill_and_8_tokens_s", t_short}});
+    if (G > 1) {  // the same batch with every sample prefilled, for the ratio
+      const double each_short = timed(warm, false), each_long = timed(warm + N, false);
+      const double tokens = static_cast<double>(B * (warm + N));
+      rows.back()["group"] = G;
+      rows.back()["prefill_and_8_tokens_s_each"] = each_short;
+      rows.back()["rollout_tokens_per_s"] = tokens / t_long;
+      rows.back()["rollout_tokens_per_s_each"] = tokens / each_long;
+      rows.back()["shared_prefill_speedup"] = each_long / t_long;
+    }
   }
   nlohmann::json out = {{"config", path},
                         {"model_type", c.model_type},

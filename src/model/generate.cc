@@ -1,5 +1,5 @@
-// generate(): left-pad, prefill, then decode step by step; per-row stop bookkeeping on the
-// host (one small device->host copy of the sampled tokens per step).
+// generate(): prefill (model/prefill.h: left-padded, identical prompts once), then decode step
+// by step; per-row stop bookkeeping on the host (one small device->host copy per step).
 #include "model/generate.h"
 
 #include <c10/core/InferenceMode.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "model/prefill.h"
 #include "model/routing_record.h"
 
 namespace moerl::model {
@@ -46,30 +47,17 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
     generate(model, {{config.pad_id}}, placeholder);
     return out;
   }
-  int64_t Tp = 0;
-  for (size_t b = 0; b < prompts.size(); ++b) {
-    if (prompts[b].empty()) {
-      throw Error("prompt " + std::to_string(b) + " is empty", "start every prompt with at least one token (e.g. BOS)");
-    }
-    Tp = std::max<int64_t>(Tp, static_cast<int64_t>(prompts[b].size()));
-  }
   c10::InferenceMode guard;
   const auto dev = model.device();
-  at::Tensor ids = at::full({B, Tp}, config.pad_id, at::kLong);
-  at::Tensor mask = at::zeros({B, Tp}, at::kLong);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t n = static_cast<int64_t>(prompts[b].size()), off = Tp - n;
-    std::copy(prompts[b].begin(), prompts[b].end(), ids[b].data_ptr<int64_t>() + off);
-    mask[b].narrow(0, off, n).fill_(1);
-  }
-  KvCache cache = model.make_cache(B, Tp + config.max_new_tokens);
   Sampler sampler(config.sampling, config.seed);
   RoutingRecorder recorder(B);
-  std::vector<int64_t> first(B);  // prefill: row b's prompt starts after its left padding
-  for (int64_t b = 0; b < B; ++b) first[b] = Tp - static_cast<int64_t>(prompts[b].size());
-  ForwardOutput prefill = model.forward({ids.to(dev), mask.to(dev), {}, &cache, {}, /*last_logits_only=*/true});
-  if (config.record_routing) recorder.add(prefill.routing, Tp, first);
-  at::Tensor logits_BV = prefill.logits_BTV.select(1, 0);
+  int64_t max_prompt = 0;
+  for (const auto& p : prompts) max_prompt = std::max<int64_t>(max_prompt, static_cast<int64_t>(p.size()));
+  Prefill prefill = prefill_prompts(model, prompts, config.pad_id, max_prompt + config.max_new_tokens,
+                                    config.share_prefill, config.record_routing ? &recorder : nullptr);
+  KvCache& cache = prefill.cache;
+  at::Tensor logits_BV = prefill.logits_BV;
+  std::vector<int64_t> first(B);
 
   std::vector<bool> done(B, false);
   int64_t num_done = 0;

@@ -50,6 +50,9 @@ struct GenerateConfig {
   // Must depend only on the tokens. The CUDA-graph path asks after the loop, keeping each
   // row's tokens up to the first true, so both paths return the same rows. Null: never.
   std::function<bool(const std::vector<int64_t>&)> stop;
+  // Identical prompts (a GRPO group's samples) share one prefill (model/prefill.h). Off:
+  // every row is prefilled, the reference for tests and `moerl bench gen --group`.
+  bool share_prefill = true;
 };
 
 // Thrown by generate() when GenerateConfig::cancel asked it to stop.

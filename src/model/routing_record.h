@@ -24,6 +24,8 @@ class RoutingRecorder {
   // appends, for each row b, the ids of its tokens in slots [first[b], T) (first[b] = T
   // records nothing: a padded or finished row).
   void add(const std::vector<LayerRouting>& routing, int64_t T, const std::vector<int64_t>& first);
+  // Appends ids recorded elsewhere (a shared prefill's prompt row) to row `row`.
+  void append(int64_t row, const std::vector<uint16_t>& ids) { rows_[row].insert(rows_[row].end(), ids.begin(), ids.end()); }
   std::vector<uint16_t> take(int64_t row) { return std::move(rows_[row]); }
 
  private:

@@ -48,6 +48,9 @@ struct KvCache {
   int64_t capacity() const { return valid.size(1); }
   // Forget everything (keeps the buffers).
   void reset();
+  // Row b takes row rows_B[b] of src: its filled slots, validity and positions (a shared
+  // prefill fans out this way). src has the same layers and kind; capacity >= src.length.
+  void copy_rows(const KvCache& src, const at::Tensor& rows_B);
 };
 
 }  // namespace moerl::model

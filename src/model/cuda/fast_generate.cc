@@ -17,6 +17,7 @@
 #include "model/common/mla_attention.h"
 #include "model/common/moe.h"
 #include "model/cuda/moe_gpu.h"
+#include "model/prefill.h"
 #include "model/routing_record.h"
 
 namespace moerl::model::cuda {
@@ -238,21 +239,11 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
     if (p.empty()) throw Error("fast_generate: an empty prompt", "give every row at least one token");
     Tp = std::max<int64_t>(Tp, static_cast<int64_t>(p.size()));
   }
-  at::Tensor ids = at::full({B, Tp}, config.pad_id, at::kLong), mask = at::zeros({B, Tp}, at::kLong);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t n = static_cast<int64_t>(prompts[b].size()), off = Tp - n;
-    std::copy(prompts[b].begin(), prompts[b].end(), ids[b].data_ptr<int64_t>() + off);
-    mask[b].narrow(0, off, n).fill_(1);
-  }
-  KvCache cache = m.make_cache(B, Tp + N);
-  ForwardOutput prefill = m.forward({ids, mask, {}, &cache, {}, /*last_logits_only=*/true});
-  at::Tensor first_logits = prefill.logits_BTV.select(1, 0).contiguous();
   RoutingRecorder recorder(B);
-  if (config.record_routing) {
-    std::vector<int64_t> first(B);  // row b's prompt starts after its left padding
-    for (int64_t b = 0; b < B; ++b) first[b] = Tp - static_cast<int64_t>(prompts[b].size());
-    recorder.add(prefill.routing, Tp, first);
-  }
+  Prefill prefill = prefill_prompts(m, prompts, config.pad_id, Tp + N, config.share_prefill,
+                                    config.record_routing ? &recorder : nullptr);
+  KvCache& cache = prefill.cache;
+  at::Tensor first_logits = prefill.logits_BV.contiguous();
 
   const auto dev = m.device();
   auto lopt = at::TensorOptions().dtype(at::kLong).device(dev);

@@ -1,0 +1,37 @@
+// Prefill of a batch of ragged prompts for generation, with identical prompts computed once:
+// GRPO samples G answers per prompt, so a rollout batch holds each prompt G times. The unique
+// prompts are left-padded and prefilled together into a small cache, then each row's slots,
+// positions and last-position logits are copied from its prompt's row (KvCache::copy_rows).
+// The rows' caches are copies, not shared memory: sharing the memory itself needs a paged
+// cache, which the contiguous per-row KvCache is not.
+//
+//   RoutingRecorder rec(B);
+//   Prefill p = prefill_prompts(model, prompts, pad_id, Tp + max_new, /*share=*/true, &rec);
+//   p.cache, p.logits_BV [B,V], p.unique_rows (U <= B forwarded)
+//
+// Runs the model once (one collective forward under EP, whatever U is on this rank).
+// Errors: an empty prompt (moerl::Error naming its row).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+#include "model/routing_record.h"
+
+namespace moerl::model {
+
+struct Prefill {
+  KvCache cache;         // [B rows, capacity], prompt slots filled, length = longest prompt
+  at::Tensor logits_BV;  // last-position logits of every row
+  int64_t prompt_slots = 0;  // longest prompt: every row's prompt ends at this slot
+  int64_t unique_rows = 0;   // rows the forward ran on (B when share is off)
+};
+
+// Rows whose token lists are equal share one forward when `share`; otherwise every row is
+// forwarded (the reference for tests and benchmarks). `recorder` (may be null) gets each
+// row's prompt routing, as if every row had been forwarded.
+Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
+                        int64_t capacity, bool share, RoutingRecorder* recorder);
+
+}  // namespace moerl::model
