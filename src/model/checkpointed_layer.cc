@@ -78,7 +78,8 @@ LayerOutput checkpointed_layer(LayerFn fn, const at::Tensor& h_BTH, const at::Te
                                const std::vector<at::Tensor>& params) {
   for (const at::Tensor& p : params) MOERL_CHECK(p.requires_grad()) << "checkpointed layer input without grad";
   variable_list r = CheckpointedLayerFn::apply(h_BTH, at::TensorList(params), fn, ForcedRouting{forced_TK});
-  LayerOutput o{.h_BTH = r[0]};
+  LayerOutput o;
+  o.h_BTH = r[0];
   if (r.size() == 5) {
     o.router_logits_TE = r[1];
     o.topk_weight_TK = r[2];

@@ -2,6 +2,9 @@
 // the gradient of every parameter that the plain forward gives, for each architecture,
 // with padding, routing replay, and a loss that reads the router logits and gate weights.
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
+
+#include <set>
 
 #include "model/model.h"
 #include "model/test_util.h"
@@ -74,6 +77,39 @@ TEST(LayerCheckpointing, DeepseekV3GradientsEqualThePlainForward) { expect_same_
 TEST(LayerCheckpointing, RoutingReplayGradientsEqualThePlainForward) {
   expect_same_gradients("qwen3_moe", true);
   expect_same_gradients("deepseek_v3", true);
+}
+
+// Operation nodes (not parameter leaves) of the autograd graph behind `t`: all of them, and
+// the checkpoints among them.
+std::pair<int64_t, int64_t> count_nodes(const at::Tensor& t) {
+  std::vector<torch::autograd::Node*> stack{t.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  int64_t checkpoints = 0;
+  while (!stack.empty()) {
+    torch::autograd::Node* n = stack.back();
+    stack.pop_back();
+    if (n == nullptr || !seen.insert(n).second) continue;
+    checkpoints += n->name().find("CheckpointedLayerFn") != std::string::npos;
+    for (const auto& e : n->next_edges()) stack.push_back(e.function.get());
+  }
+  int64_t ops = 0;
+  for (torch::autograd::Node* n : seen) ops += n->name().find("AccumulateGrad") == std::string::npos;
+  return {ops, checkpoints};
+}
+
+// What the checkpoint saves memory by: the forward records one node per layer, not the
+// layer's graph (and its saved activations).
+TEST(LayerCheckpointing, RecordsOneNodePerLayerInsteadOfItsGraph) {
+  io::HfConfig cfg = testing::tiny_qwen3(/*all_moe=*/true);
+  cfg.num_hidden_layers = 3;
+  Model m = init_random(cfg, 3);
+  at::Tensor ids = at::tensor({3, 7, 9, 11}, at::kLong).view({1, 4});
+  const auto [plain, plain_ckpts] = count_nodes(m.forward({.input_ids = ids}).hidden_BTH);
+  const auto [ckpt, ckpts] =
+      count_nodes(m.forward({.input_ids = ids, .checkpointing = LayerCheckpointing::kPerLayer}).hidden_BTH);
+  EXPECT_EQ(plain_ckpts, 0);
+  EXPECT_EQ(ckpts, 3);
+  EXPECT_LT(ckpt * 10, plain) << "checkpointed graph " << ckpt << " nodes, plain " << plain;
 }
 
 TEST(LayerCheckpointing, OffWithoutGradModeAndKeepsTheOutputs) {
