@@ -31,7 +31,13 @@ runtime::ExperienceRecord group(int seed) {
   return r;
 }
 
-const int64_t kLongestRow = 10;  // prompt 4 + response 6 (seed 2 or 5, k = 2 or 0)
+const int64_t kLongestRow = 10;  // prompt 4 + response 6 (seed 2, k = 1)
+
+// NOTE: float32 rounding of near-zero gradients, amplified by AdamW over 8 updates (2 steps x
+// 2 epochs x 2 mini-batches) + SFT: micro_batch_size = 1 (the pre-existing split) already
+// differs from the whole batch by 1.8e-5 on grpo_kl_entropy_epochs. A wrong normaliser, a
+// lost or repeated row, or a misaligned per-row input moves weights by 1e-3 or more.
+constexpr double kSplitTol = 4e-5;
 
 using Tweak = std::function<void(TrainerConfig&)>;
 
@@ -95,22 +101,29 @@ TEST(TokenBudgetTrainer, BudgetSplitsMoveTheWeightsAsTheWholeBatch) {
     const model::Params whole = train("qwen3_moe", base, [](TrainerConfig&) {});
     for (int64_t budget : {kLongestRow - 3, kLongestRow, int64_t{24}, int64_t{45}, int64_t{100000}}) {
       const model::Params split = train("qwen3_moe", base, [&](TrainerConfig& c) { c.max_tokens_per_micro_batch = budget; });
-      EXPECT_LT(worst_diff(whole, split), 1e-5) << name << " budget " << budget;
+      EXPECT_LT(worst_diff(whole, split), kSplitTol) << name << " budget " << budget;
     }
     const model::Params chunked = train("qwen3_moe", base, [](TrainerConfig& c) {
       c.max_tokens_per_micro_batch = 16;
       c.logprob_chunk = 3;
     });
-    EXPECT_LT(worst_diff(whole, chunked), 1e-5) << name << " budget 16 with logprob_chunk 3";
+    EXPECT_LT(worst_diff(whole, chunked), kSplitTol) << name << " budget 16 with logprob_chunk 3";
   }
 }
 
 TEST(TokenBudgetTrainer, RowsMicroBatchesStillEqualTheWholeBatch) {
-  // micro_batch_size alone (budget 0) is the pre-existing plan; it must still agree.
-  const Tweak base = [](TrainerConfig& c) { c.loss.aux_loss_coef = 0; };
-  const model::Params whole = train("qwen3_moe", base, [](TrainerConfig&) {});
-  const model::Params rows = train("qwen3_moe", base, [](TrainerConfig& c) { c.micro_batch_size = 4; });
-  EXPECT_LT(worst_diff(whole, rows), 1e-5);
+  // micro_batch_size alone (budget 0) is the pre-existing plan, through the same code.
+  for (const auto& [name, objective] : objectives()) {
+    const Tweak base = [&](TrainerConfig& c) {
+      objective(c);
+      c.loss.aux_loss_coef = 0;
+    };
+    const model::Params whole = train("qwen3_moe", base, [](TrainerConfig&) {});
+    for (int64_t rows : {1, 4}) {
+      const model::Params split = train("qwen3_moe", base, [&](TrainerConfig& c) { c.micro_batch_size = rows; });
+      EXPECT_LT(worst_diff(whole, split), kSplitTol) << name << " rows " << rows;
+    }
+  }
 }
 
 TEST(CheckpointedTrainer, ActivationCheckpointingMovesTheWeightsIdentically) {
@@ -125,7 +138,9 @@ TEST(CheckpointedTrainer, ActivationCheckpointingMovesTheWeightsIdentically) {
         c.activation_checkpointing = model::LayerCheckpointing::kPerLayer;
       });
       EXPECT_LT(worst_diff(plain, ckpt), 1e-6) << arch << " " << name;
-      const model::Params init = model::init_random(model::testing::tiny_config(arch), 7).params();
+      io::HfConfig cfg = model::testing::tiny_config(arch);
+      cfg.vocab_size = 20;
+      const model::Params init = model::init_random(cfg, 7).params();
       EXPECT_GT(worst_diff(plain, init), 1e-3) << arch << " " << name << ": the weights did not move";
     }
   }
