@@ -103,8 +103,10 @@ void run_child() {
   EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * std::max(1.0, b.grad_norm));
   const model::Model init = model::init_random(cfg, 9);
   int64_t experts = 0;
+  // NOTE: 2e-5, not ep_train_test's 1e-5: two updates (ppo_epochs) over rows in another order
+  // (sorted by length) round differently in float32; a lost filler hangs, a wrong one moves 1e-3.
   for (const auto& [name, p] : ep_model.params()) {
-    EXPECT_LE(model::testing::max_abs_diff(p, full.params().at(name)), 1e-5) << name;
+    EXPECT_LE(model::testing::max_abs_diff(p, full.params().at(name)), 2e-5) << name;
     EXPECT_FALSE(at::equal(p, init.params().at(name))) << name << " did not move";
     experts += model::is_routed_expert(name) ? 1 : 0;
   }
