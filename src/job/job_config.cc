@@ -97,6 +97,13 @@ TrainSection read_train(ConfigTable t, int64_t max_new_tokens, bool async) {
   // Score tokens from the hidden states, this many response positions at a time, never
   // making [B,T,V] logits (train/chunked_logprobs.h); 0 = the model's full logits.
   c.logprob_chunk = t.integer("logprob_chunk", 0, {0, 1e9});
+  // Recompute each decoder layer in the backward instead of keeping its activations
+  // (model/checkpointed_layer.h).
+  c.activation_checkpointing = t.boolean("activation_checkpointing", false) ? model::LayerCheckpointing::kPerLayer
+                                                                            : model::LayerCheckpointing::kNone;
+  // Micro-batches by padded tokens (rows x longest row) instead of micro_batch_size rows
+  // (train/micro_batches.h); 0 = off.
+  c.max_tokens_per_micro_batch = t.integer("max_tokens_per_micro_batch", 0, {0, 1e12});
   c.max_nonfinite_steps = t.integer("max_nonfinite_steps", 5, {1, 1e6});
   c.schedule.lr = c.adamw.lr;
   c.schedule.warmup_steps = t.integer("warmup_steps", 0, {0, 1e9});

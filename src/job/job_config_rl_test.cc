@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "base/error.h"
 #include "job/job_config.h"
 
 namespace moerl::job {
@@ -48,6 +49,29 @@ TEST(JobConfigRl, RoutingReplayMakesTheRolloutRecordRouting) {
   JobConfig j = parse("[algorithm]\nrouting_replay = \"rollout\"\n");
   EXPECT_TRUE(j.rollout.gen.record_routing);
   EXPECT_EQ(j.train.trainer.loss.routing_replay, rl::RoutingReplay::kRollout);
+}
+
+// [train] activation_checkpointing and max_tokens_per_micro_batch reach the trainer (off by
+// default); a negative budget or a non-boolean switch is an error naming the key.
+TEST(JobConfigRl, RealSizeTrainingKeysReachTheTrainerAndBadValuesNameTheKey) {
+  const train::TrainerConfig d = parse("").train.trainer;
+  EXPECT_EQ(d.activation_checkpointing, model::LayerCheckpointing::kNone);
+  EXPECT_EQ(d.max_tokens_per_micro_batch, 0);
+  const train::TrainerConfig t =
+      parse("[train]\nactivation_checkpointing = true\nmax_tokens_per_micro_batch = 8192\n").train.trainer;
+  EXPECT_EQ(t.activation_checkpointing, model::LayerCheckpointing::kPerLayer);
+  EXPECT_EQ(t.max_tokens_per_micro_batch, 8192);
+  for (const std::string& bad : {std::string("max_tokens_per_micro_batch = -1"),
+                                 std::string("max_tokens_per_micro_batch = 1.5"),
+                                 std::string("activation_checkpointing = 1")}) {
+    try {
+      parse("[train]\n" + bad + "\n");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      const std::string key = bad.substr(0, bad.find(' '));
+      EXPECT_NE(std::string(e.what()).find("train." + key), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include "model/common/layers.h"
 #include "model/common/mla_attention.h"
 #include "model/common/moe.h"
+#include "model/checkpointed_layer.h"
+#include "model/decoder_layer.h"
 
 namespace moerl::model {
 
@@ -151,6 +153,16 @@ at::Tensor Model::checked_replay(const at::Tensor& replay, int64_t B, int64_t T)
   return replay.to(options_.device).to(at::kLong);
 }
 
+std::vector<at::Tensor> Model::layer_params(int64_t layer) const {
+  // NOTE: "model.layers.1." does not prefix "model.layers.10.": the trailing dot ends the index.
+  const std::string prefix = arch_util::layer_prefix(layer);
+  std::vector<at::Tensor> out;
+  for (auto it = params_.lower_bound(prefix); it != params_.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
 KvCache Model::make_cache(int64_t batch, int64_t capacity) const {
   return KvCache(cfg_.num_hidden_layers, batch, capacity, arch_->kv_cache_shape(cfg_),
                  at::TensorOptions().dtype(options_.dtype).device(options_.device));
@@ -212,27 +224,35 @@ ForwardOutput Model::forward(const ForwardInput& in) {
   }
   ctx.allowed_B1TS = (causal_TS.unsqueeze(0) & key_valid_BS.unsqueeze(1)).unsqueeze(1);
 
-  const AttentionShape shape{cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim, cfg_.rms_norm_eps};
-  const MlaShape mla = cfg_.is_mla() ? mla_shape(cfg_) : MlaShape{};
-  const RouterConfig router = arch_->router_config(cfg_);
+  DecoderEnv env{.shape = {cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim, cfg_.rms_norm_eps},
+                 .mla = cfg_.is_mla() ? mla_shape(cfg_) : MlaShape{},
+                 .router = arch_->router_config(cfg_),
+                 .rms_norm_eps = cfg_.rms_norm_eps,
+                 .ctx = std::move(ctx),
+                 .cache = cache,
+                 .group = group_.get()};
+  const bool checkpoint =
+      in.checkpointing == LayerCheckpointing::kPerLayer && at::GradMode::is_enabled() && cache == nullptr;
   ForwardOutput out;
   const at::Tensor replay = checked_replay(in.routing_replay, B, T);
   at::Tensor h = at::embedding(embed_, x_ids);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& w = layers_[i];
-    at::Tensor a = rms_norm(h, w.input_norm, cfg_.rms_norm_eps);
-    h = h + (w.attention == AttentionKind::kMla ? mla_attention(w.mla, mla, a, ctx, cache, i)
-                                                : attention(w.attn, shape, a, ctx, cache, i));
-    at::Tensor x = rms_norm(h, w.post_attention_norm, cfg_.rms_norm_eps);
-    if (w.is_moe) {
-      at::Tensor forced;
-      if (replay.defined()) forced = replay.select(2, static_cast<int64_t>(out.routing.size())).reshape({B * T, -1});
-      MoeOutput m = moe_forward(w.moe, x.reshape({B * T, cfg_.hidden_size}), router, *group_, forced);
-      out.routing.push_back({i, m.router_logits_TE, m.topk_idx_TK, m.topk_weight_TK, m.expert_load_E});
-      h = h + m.y_TH.view({B, T, cfg_.hidden_size});
-    } else {
-      h = h + swiglu(x, w.mlp.gate_IH, w.mlp.up_IH, w.mlp.down_HI);
+    at::Tensor forced;
+    if (w.is_moe && replay.defined()) {
+      forced = replay.select(2, static_cast<int64_t>(out.routing.size())).reshape({B * T, -1});
     }
+    LayerOutput o;
+    if (checkpoint) {
+      // NOTE: the closure copies the weights' handles and env (tensors by reference count):
+      // the backward calls it after this forward returned.
+      LayerFn fn = [w, i, env](const at::Tensor& x, const at::Tensor& f) { return decoder_layer(w, i, x, f, env); };
+      o = checkpointed_layer(std::move(fn), h, forced, layer_params(i));
+    } else {
+      o = decoder_layer(w, i, h, forced, env);
+    }
+    h = o.h_BTH;
+    if (w.is_moe) out.routing.push_back({i, o.router_logits_TE, o.topk_idx_TK, o.topk_weight_TK, o.expert_load_E});
   }
   out.hidden_BTH = rms_norm(h, final_norm_, cfg_.rms_norm_eps);
   if (!in.skip_logits) {

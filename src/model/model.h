@@ -37,6 +37,12 @@ struct ModelOptions {
   std::shared_ptr<ep::Group> ep_group;
 };
 
+// Activation checkpointing of the training forward (checkpointed_layer.h).
+enum class LayerCheckpointing {
+  kNone,      // every layer's activations are kept for the backward
+  kPerLayer,  // each decoder layer keeps only its input; the backward recomputes the layer
+};
+
 struct ForwardInput {
   at::Tensor input_ids;       // [B,T] int64 (required)
   at::Tensor attention_mask;  // [B,T] 1 = token, 0 = pad (left or right); default all 1
@@ -52,6 +58,9 @@ struct ForwardInput {
   // No logits at all (logits_BTV undefined): the trainer scores tokens from hidden_BTH and
   // lm_head() itself, a chunk of positions at a time (train/chunked_logprobs.h).
   bool skip_logits = false;
+  // Applies only while grad mode is on and without a cache (a training forward); values and
+  // gradients equal kNone's, the backward costs one more forward of each layer.
+  LayerCheckpointing checkpointing = LayerCheckpointing::kNone;
 };
 
 // Router statistics of one MoE layer (for load-balancing / z losses and monitoring).
@@ -127,6 +136,9 @@ class Model {
   void pack_moe_experts();
   // in.routing_replay checked against [B,T,L,K] and moved to the device (undefined stays so).
   at::Tensor checked_replay(const at::Tensor& replay, int64_t B, int64_t T) const;
+  // The trained tensors of decoder layer `layer` (names under "model.layers.{layer}."): the
+  // autograd inputs of its activation checkpoint.
+  std::vector<at::Tensor> layer_params(int64_t layer) const;
 
   io::HfConfig cfg_;
   const Arch* arch_ = nullptr;

@@ -23,12 +23,15 @@ namespace {
 // reference routes live (it is another policy: the rollout's choices are not its own).
 enum class Replay { kBatch, kNone };
 // With a logprob chunk the forward makes no logits: score_tokens works from the hidden states.
-model::ForwardOutput run_forward(model::Model& m, const PackedBatch& b, int64_t logprob_chunk,
+// Activation checkpointing acts in the gradient passes only (Model::forward ignores it
+// under NoGradGuard).
+model::ForwardOutput run_forward(model::Model& m, const PackedBatch& b, const TrainerConfig& c,
                                  Replay replay = Replay::kBatch) {
   return m.forward({.input_ids = b.input_ids_BT,
                     .attention_mask = b.attention_mask_BT,
                     .routing_replay = replay == Replay::kBatch ? b.routing_replay_BTLK : at::Tensor(),
-                    .skip_logits = logprob_chunk > 0});
+                    .skip_logits = c.logprob_chunk > 0,
+                    .checkpointing = c.activation_checkpointing});
 }
 
 // mb's next-token logprobs under `s` (and their distributions' entropy when asked,
@@ -51,12 +54,6 @@ TokenStats score_tokens(const model::Model& m, const model::ForwardOutput& out, 
     t.entropy_BT = rl::token_entropy(shifted_logits(logits.detach()));
   }
   return t;
-}
-
-// Applies fn to row ranges [begin, end) of at most `rows` rows.
-template <typename Fn>
-void for_micro_batches(int64_t total, int64_t rows, Fn&& fn) {
-  for (int64_t begin = 0; begin < total; begin += rows) fn(begin, std::min(total, begin + rows));
 }
 
 void router_inputs(const model::ForwardOutput& out, const PackedBatch& mb, rl::PolicyLossInputs& in,
@@ -128,6 +125,7 @@ at::Tensor PolicyTrainer::advantages(const PackedBatch& b, const at::Tensor& old
 // What every update of one RL step reads: the packed batch and the passes made before them.
 struct PolicyTrainer::StepInputs {
   PackedBatch b;
+  std::vector<int64_t> lengths;  // each row's tokens (micro-batch planning)
   at::Tensor old_logp, old_values, ref_logp, adv;  // [B,T]; ref_logp undefined without KL
   bool old_from_grad_pass = false;  // one update: pi_old is the gradient pass's own logprobs
 };
@@ -145,6 +143,38 @@ PolicyTrainer::BatchCounts PolicyTrainer::global_counts(const PackedBatch& b) co
   }
   c.routed_tokens = std::max(1.0, c.routed_tokens);
   return c;
+}
+
+MicroBatchPlan PolicyTrainer::plan(const PackedBatch& b, const std::vector<int64_t>& lengths, int64_t begin,
+                                   int64_t end) {
+  const int64_t budget = cfg_.max_tokens_per_micro_batch;
+  MicroBatchPlan p = plan_micro_batches(lengths, begin, end, b.max_len, {cfg_.micro_batch_size, budget});
+  if (p.longest_over_budget > 0 && !warned_over_budget_) {
+    warned_over_budget_ = true;
+    MOERL_LOG(WARN) << "trainer: a row of " << p.longest_over_budget << " tokens exceeds train.max_tokens_per_micro_batch = "
+                    << budget << "; such rows go alone in a micro-batch (raise the budget to at least the longest "
+                    << "prompt + response to bound memory by it)";
+  }
+  // NOTE: without a budget every rank holds as many rows and plans as many micro-batches.
+  if (dp_ && budget > 0) {
+    const double most = dp_->max({static_cast<double>(p.micro_batches.size())})[0];
+    pad_plan(p, static_cast<int64_t>(most));
+  }
+  return p;
+}
+
+void PolicyTrainer::filler_pass(model::Model& m, bool backward) {
+  const auto ids = at::TensorOptions().dtype(at::kLong).device(m.device());
+  PackedBatch f;
+  f.input_ids_BT = at::full({1, 1}, pad_id_, ids);
+  f.attention_mask_BT = at::ones({1, 1}, ids);
+  TrainerConfig c = cfg_;
+  c.logprob_chunk = 1;  // no logits
+  model::ForwardOutput out = run_forward(m, f, c, Replay::kNone);
+  if (!backward) return;
+  at::Tensor zero = out.hidden_BTH.sum() * 0;
+  for (const auto& r : out.routing) zero = zero + r.router_logits_TE.sum() * 0;
+  zero.backward();
 }
 
 bool PolicyTrainer::apply_update(double grad_norm, double lr, StepStats& st) {
@@ -178,19 +208,22 @@ void PolicyTrainer::update(const StepInputs& si, int64_t begin, int64_t end, Ste
   const BatchCounts counts = global_counts(mini);
   opt_->zero_grad();
   double loss_sum = 0, pg = 0, value = 0, kl = 0, aux = 0;
-  for_micro_batches(end - begin, std::max<int64_t>(1, cfg_.micro_batch_size), [&](int64_t s0, int64_t e0) {
-    const int64_t s = begin + s0, e = begin + e0;
-    PackedBatch mb = slice_rows(si.b, s, e);
-    model::ForwardOutput out = run_forward(policy_, mb, cfg_.logprob_chunk);
+  for (const MicroBatch& part : plan(si.b, si.lengths, begin, end).micro_batches) {
+    if (part.filler()) {
+      filler_pass(policy_, /*backward=*/true);
+      continue;
+    }
+    PackedBatch mb = take_rows(si.b, part);
+    model::ForwardOutput out = run_forward(policy_, mb, cfg_);
     rl::PolicyLossInputs in;
     TokenStats tokens = score_tokens(policy_, out, mb, cfg_.sampling, cfg_.logprob_chunk, /*entropy=*/true,
                                      /*entropy_grad=*/lc.entropy_coef > 0);
     in.logp_BL = tokens.logp_BT;
-    if (si.old_from_grad_pass) si.old_logp.slice(0, s, e).copy_(in.logp_BL.detach());
-    in.old_logp_BL = si.old_logp.slice(0, s, e);
+    if (si.old_from_grad_pass) put_rows(si.old_logp, part, in.logp_BL.detach());
+    in.old_logp_BL = take_rows(si.old_logp, part);
     in.behav_logp_BL = mb.behav_logp_BT;  // read by the correction, and by the mismatch metrics
-    if (si.ref_logp.defined()) in.ref_logp_BL = si.ref_logp.slice(0, s, e);
-    in.advantages_BL = si.adv.slice(0, s, e);
+    if (si.ref_logp.defined()) in.ref_logp_BL = take_rows(si.ref_logp, part);
+    in.advantages_BL = take_rows(si.adv, part);
     in.mask_BL = mb.response_mask_BT;
     in.entropy_BL = tokens.entropy_BT;
     router_inputs(out, mb, in, policy_.config().num_experts);
@@ -202,7 +235,7 @@ void PolicyTrainer::update(const StepInputs& si, int64_t begin, int64_t end, Ste
     const auto& m = pl.metrics;
     if (lc.uses_critic()) {
       rl::ValueLossInputs vin{shifted_values(out.hidden_BTH, value_w_1H_, value_b_1),
-                              si.old_values.slice(0, s, e), returns_BT_.slice(0, s, e), mb.response_mask_BT,
+                              take_rows(si.old_values, part), take_rows(returns_BT_, part), mb.response_mask_BT,
                               counts.norm};
       rl::ValueLoss vl = rl::compute_value_loss(vin, lc);
       loss = loss + vl.loss;
@@ -222,7 +255,7 @@ void PolicyTrainer::update(const StepInputs& si, int64_t begin, int64_t end, Ste
     st.mismatch_abs += m.mismatch_abs * w;
     st.mismatch_kl += m.mismatch_kl * w;
     st.num_tokens += static_cast<int64_t>(w);
-  });
+  }
   st.loss += loss_sum, st.pg_loss += pg, st.value_loss += value, st.kl += kl, st.aux_loss += aux;
   st.lr = cfg_.schedule.at(step_);
   apply_update(clip_gradients(), st.lr, st);
@@ -249,8 +282,9 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
   const bool replay = lc.routing_replay == rl::RoutingReplay::kRollout;
   const RoutingShape routing{policy_.num_moe_layers(), policy_.arch().router_config(policy_.config()).top_k};
   si.b = to_device(pack_samples(rows, pad_id_, replay ? &routing : nullptr), policy_.device());
+  si.lengths = row_lengths(si.b);
   const PackedBatch& b = si.b;
-  const int64_t B = b.num_rows, mb_rows = std::max<int64_t>(1, cfg_.micro_batch_size);
+  const int64_t B = b.num_rows;
   const int64_t mini_rows = cfg_.ppo_mini_batch_size > 0 ? std::min(B, cfg_.ppo_mini_batch_size) : B;
   const int64_t num_minis = (B + std::max<int64_t>(1, mini_rows) - 1) / std::max<int64_t>(1, mini_rows);
   const at::Tensor& mask = b.response_mask_BT;
@@ -268,20 +302,23 @@ StepStats PolicyTrainer::train_step(const std::vector<runtime::ExperienceRecord>
   if (lc.kl_coef > 0) si.ref_logp = at::zeros_like(mask);
   if (old_before_grad || si.ref_logp.defined()) {
     at::NoGradGuard no_grad;
-    for_micro_batches(B, mb_rows, [&](int64_t s, int64_t e) {
-      PackedBatch mb = slice_rows(b, s, e);
+    for (const MicroBatch& part : plan(b, si.lengths, 0, B).micro_batches) {
+      if (part.filler()) {
+        if (old_before_grad) filler_pass(policy_, /*backward=*/false);
+        if (si.ref_logp.defined()) filler_pass(*reference_, /*backward=*/false);
+        continue;
+      }
+      PackedBatch mb = take_rows(b, part);
       if (old_before_grad) {
-        model::ForwardOutput out = run_forward(policy_, mb, cfg_.logprob_chunk);
-        si.old_logp.slice(0, s, e).copy_(score_tokens(policy_, out, mb, cfg_.sampling, cfg_.logprob_chunk, false).logp_BT);
-        if (lc.uses_critic()) {
-          si.old_values.slice(0, s, e).copy_(shifted_values(out.hidden_BTH, value_w_1H_, value_b_1));
-        }
+        model::ForwardOutput out = run_forward(policy_, mb, cfg_);
+        put_rows(si.old_logp, part, score_tokens(policy_, out, mb, cfg_.sampling, cfg_.logprob_chunk, false).logp_BT);
+        if (lc.uses_critic()) put_rows(si.old_values, part, shifted_values(out.hidden_BTH, value_w_1H_, value_b_1));
       }
       if (si.ref_logp.defined()) {
-        model::ForwardOutput ref = run_forward(*reference_, mb, cfg_.logprob_chunk, Replay::kNone);
-        si.ref_logp.slice(0, s, e).copy_(score_tokens(*reference_, ref, mb, cfg_.sampling, cfg_.logprob_chunk, false).logp_BT);
+        model::ForwardOutput ref = run_forward(*reference_, mb, cfg_, Replay::kNone);
+        put_rows(si.ref_logp, part, score_tokens(*reference_, ref, mb, cfg_.sampling, cfg_.logprob_chunk, false).logp_BT);
       }
-    });
+    }
   }
   si.adv = advantages(b, si.old_values, si.ref_logp, old_before_grad ? si.old_logp : b.behav_logp_BT, group_size);
 
@@ -329,9 +366,13 @@ StepStats PolicyTrainer::sft_step(const std::vector<runtime::Sample>& samples, d
   double total = std::max(1.0, b.response_mask_BT.sum().item<double>());
   StepStats st;
   opt_->zero_grad();
-  for_micro_batches(B, std::max<int64_t>(1, cfg_.micro_batch_size), [&](int64_t s, int64_t e) {
-    PackedBatch mb = slice_rows(b, s, e);
-    model::ForwardOutput out = run_forward(policy_, mb, cfg_.logprob_chunk);
+  for (const MicroBatch& part : plan(b, row_lengths(b), 0, B).micro_batches) {
+    if (part.filler()) {
+      filler_pass(policy_, /*backward=*/true);
+      continue;
+    }
+    PackedBatch mb = take_rows(b, part);
+    model::ForwardOutput out = run_forward(policy_, mb, cfg_);
     const TokenStats tokens = score_tokens(policy_, out, mb, model::SamplingConfig{}, cfg_.logprob_chunk, false);
     at::Tensor nll = -(tokens.logp_BT * mb.response_mask_BT).sum() / total;
     rl::PolicyLossInputs in;  // only the router terms, to keep experts balanced from the start
@@ -343,7 +384,7 @@ StepStats PolicyTrainer::sft_step(const std::vector<runtime::Sample>& samples, d
     loss.backward();
     st.loss += nll.item<double>();
     st.aux_loss += aux.item<double>() * scale;
-  });
+  }
   st.lr = lr;
   const double grad_norm = clip_gradients();
   apply_update(grad_norm, lr, st);

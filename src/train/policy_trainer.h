@@ -23,6 +23,7 @@
 #include "rl/loss_config.h"
 #include "runtime/records.h"
 #include "train/adamw.h"
+#include "train/micro_batches.h"
 #include "train/packed_batch.h"
 #include "train/schedule.h"
 
@@ -48,6 +49,13 @@ struct TrainerConfig {
   // no [B,T,V] logits are made, which at a real vocabulary is the memory of the step. 0: the
   // model's full logits (the reference path).
   int64_t logprob_chunk = 0;
+  // kPerLayer: each decoder layer keeps only its input during the gradient passes and is
+  // recomputed in the backward (model/checkpointed_layer.h): activation memory of one layer
+  // instead of all, for one more forward. Gradients equal kNone's.
+  model::LayerCheckpointing activation_checkpointing = model::LayerCheckpointing::kNone;
+  // Padded tokens (rows x longest row) per micro-batch; rows are sorted by length and packed
+  // greedily (train/micro_batches.h), and micro_batch_size is not used. 0: micro_batch_size rows.
+  int64_t max_tokens_per_micro_batch = 0;
 };
 
 // One RL (or SFT) step. Losses are the mean over the step's optimizer updates; token
@@ -101,6 +109,12 @@ class PolicyTrainer {
     double routed_tokens = 1;
   };
   BatchCounts global_counts(const PackedBatch& b) const;
+  // The micro-batches of rows [begin, end) of `b`; under expert parallelism with a token
+  // budget, padded with fillers to the most any rank has (every forward is collective).
+  MicroBatchPlan plan(const PackedBatch& b, const std::vector<int64_t>& lengths, int64_t begin, int64_t end);
+  // A filler micro-batch: a forward of one pad token through `m` and, when `backward`, the
+  // backward of a zero loss, so that a rank's EP collectives pair with its peers'.
+  void filler_pass(model::Model& m, bool backward);
   at::Tensor advantages(const PackedBatch& b, const at::Tensor& old_values_BT,
                         const at::Tensor& ref_logp_BT, const at::Tensor& old_logp_BT, int64_t group_size);
 
@@ -115,6 +129,7 @@ class PolicyTrainer {
   std::shared_ptr<DataParallel> dp_;
   int64_t step_ = 0;
   int64_t nonfinite_in_a_row_ = 0;
+  bool warned_over_budget_ = false;  // a row longer than max_tokens_per_micro_batch was reported
 };
 
 }  // namespace moerl::train
