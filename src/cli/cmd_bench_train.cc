@@ -28,8 +28,9 @@ Error bad_flag(const std::string& what, const std::string& hint) {
 }
 
 // The [train] keys of --set train.KEY=VALUE, read by the job config's own [train] reader, so
-// every key `moerl train` accepts applies here; an unknown key fails naming it.
-train::TrainerConfig trainer_config(const std::vector<std::string>& sets, int64_t response) {
+// every key `moerl train` accepts applies here; an unknown key fails naming it. Of the keys
+// outside TrainerConfig only train.threads acts (intra-op threads).
+job::TrainSection train_section(const std::vector<std::string>& sets, int64_t response) {
   for (const std::string& kv : sets) {
     if (kv.rfind("train.", 0) != 0 || kv.find('=') == std::string::npos) {
       throw bad_flag("--set " + kv + " is not of the form train.KEY=VALUE",
@@ -39,7 +40,7 @@ train::TrainerConfig trainer_config(const std::vector<std::string>& sets, int64_
   try {
     ConfigDoc doc = ConfigDoc::parse("", "bench train --set", sets);
     ConfigTable root = doc.root();
-    train::TrainerConfig c = job::read_train_section(root.table("train"), response, /*async=*/false).trainer;
+    job::TrainSection c = job::read_train_section(root.table("train"), response, /*async=*/false);
     root.done();
     return c;
   } catch (const Error& e) {
@@ -146,8 +147,10 @@ int run_bench_train(Args& a) {
     throw bad_flag("--device " + dev + " but this process sees no CUDA GPU",
                    "build with -DMOERL_CUDA=ON against a CUDA libtorch and run on a GPU machine, or use --device cpu");
   }
-  train::TrainerConfig tc = trainer_config(sets, R);
+  const job::TrainSection section = train_section(sets, R);
+  train::TrainerConfig tc = section.trainer;
   tc.loss.group_size = kGroupSize;
+  if (section.threads > 0) at::set_num_threads(static_cast<int>(section.threads));
   c.num_hidden_layers = layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, P + R);
   if (dev != "cpu") job::enable_gpu_paths();
@@ -220,7 +223,7 @@ int run_bench_train(Args& a) {
       {"trainer",
        {{"micro_batch_size", tc.micro_batch_size}, {"logprob_chunk", tc.logprob_chunk},
         {"ppo_epochs", tc.ppo_epochs}, {"ppo_mini_batch_size", tc.ppo_mini_batch_size}, {"lr", tc.adamw.lr},
-        {"max_grad_norm", tc.max_grad_norm}, {"weight_decay", tc.adamw.weight_decay}}}};
+        {"max_grad_norm", tc.max_grad_norm}, {"weight_decay", tc.adamw.weight_decay}, {"threads", at::get_num_threads()}}}};
   std::printf("%s\n", out.dump(1).c_str());
   return 0;
 }
