@@ -1,7 +1,6 @@
 // `moerl bench gen`: generation speed of a model geometry (a Hugging Face config.json, random
 // weights drawn on the device) against the memory roofline of its decode step; one JSON
 // object on stdout.
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -9,51 +8,14 @@
 
 #include "base/error.h"
 #include "cli/bench.h"
+#include "cli/bench_models.h"
 #include "io/hf_config.h"
 #include "job/gpu_paths.h"
-#include "model/archs/arch.h"
 #include "model/generate.h"
 #include "model/model.h"
 
 namespace moerl::cli {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Random weights (N(0, 0.02), norms 1) drawn where the model runs: model::init_random draws
-// float32 on the host, 120 GB for a 30B-parameter model.
-model::Model random_model(const io::HfConfig& c, at::Device device, at::ScalarType dtype, uint64_t seed) {
-  const model::Arch& arch = model::find_arch(c.model_type);
-  const model::ExpertRange all{0, c.num_experts};
-  at::manual_seed(seed);
-  auto o = at::TensorOptions().dtype(dtype).device(device);
-  model::Params p;
-  for (const model::ParamSpec& s : arch.param_specs(c, all)) {
-    switch (s.init) {
-      case model::Init::kNormal: p[s.name] = at::empty(s.shape, o).normal_(0.0, 0.02); break;
-      case model::Init::kOnes: p[s.name] = at::ones(s.shape, o); break;
-      case model::Init::kZeros: p[s.name] = at::zeros(s.shape, o); break;
-    }
-  }
-  arch.canonicalize(c, all, p);
-  return model::Model(c, std::move(p), {dtype, device, nullptr});
-}
-
-// Device copy rate in bytes/s (read + written), best of 5 copies of `bytes`; the item()
-// read waits for the device.
-double copy_rate(at::Device device, int64_t bytes) {
-  at::Tensor a = at::ones({bytes}, at::TensorOptions().dtype(at::kByte).device(device)), b = at::empty_like(a);
-  double best = 1e30;
-  for (int i = 0; i < 6; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    b.copy_(a);
-    (void)b[bytes - 1].item<uint8_t>();
-    if (i > 0) best = std::min(best, seconds_since(t0));
-  }
-  return 2.0 * static_cast<double>(bytes) / best;
-}
 
 int64_t tensor_bytes(const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
 

@@ -2,6 +2,7 @@
 
 #ifdef MOERL_WITH_CUDA
 #include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <mutex>
@@ -35,6 +36,22 @@ void enable_gpu_paths() {
 
 void enable_gpu_paths_for(const JobConfig& cfg) {
   if (cfg.model.device != "cpu" || cfg.ep_backend == "cuda_ipc" || cfg.ep_backend == "nccl") enable_gpu_paths();
+}
+
+int64_t gpu_peak_allocated_bytes() {
+#ifdef MOERL_WITH_CUDA
+  if (!at::hasCUDA()) return -1;
+  // NOTE: index 0 of each stat array is the aggregate over the small and large pools.
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).allocated_bytes[0].peak;
+#else
+  return -1;
+#endif
+}
+
+void reset_gpu_peak_allocated() {
+#ifdef MOERL_WITH_CUDA
+  if (at::hasCUDA()) c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+#endif
 }
 
 }  // namespace moerl::job

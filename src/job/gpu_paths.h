@@ -9,6 +9,8 @@
 // config keeps everything on the CPU.
 #pragma once
 
+#include <cstdint>
+
 #include "job/job_config.h"
 
 namespace moerl::job {
@@ -17,5 +19,10 @@ namespace moerl::job {
 void enable_gpu_paths();
 // When cfg places the model on a GPU ([model] device) or names a GPU EP backend.
 void enable_gpu_paths_for(const JobConfig& cfg);
+
+// Peak bytes held by tensors on the current GPU since the last reset (the CUDA caching
+// allocator's allocated_bytes peak, over both pools); -1 in a CPU build or without a GPU.
+int64_t gpu_peak_allocated_bytes();
+void reset_gpu_peak_allocated();
 
 }  // namespace moerl::job

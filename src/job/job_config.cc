@@ -119,6 +119,10 @@ TrainSection read_train(ConfigTable t, int64_t max_new_tokens, bool async) {
 
 }  // namespace
 
+TrainSection read_train_section(ConfigTable t, int64_t max_new_tokens, bool async) {
+  return read_train(std::move(t), max_new_tokens, async);
+}
+
 model::ModelOptions ModelSection::options(bool rollout) const {
   model::ModelOptions o;
   o.dtype = (rollout ? rollout_dtype : dtype) == DType::kBFloat16 ? at::kBFloat16 : at::kFloat;

@@ -76,6 +76,11 @@ struct TrainSection {
   train::TrainerConfig trainer;
 };
 
+// The [train] table alone (what JobConfig::parse reads there), for tools that build a trainer
+// without a job, e.g. `moerl bench train --set train.KEY=VALUE`. Calls t.done(): an unknown
+// key is an Error naming it and listing the accepted ones.
+TrainSection read_train_section(ConfigTable t, int64_t max_new_tokens, bool async);
+
 struct JobConfig {
   ModelSection model;
   RolloutSection rollout;
