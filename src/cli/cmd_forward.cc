@@ -1,10 +1,12 @@
 // `moerl forward`: logits of a checkpoint for a batch of token ids (parity checks, debugging).
 //   moerl forward --model DIR --input IN.safetensors --output OUT.safetensors
-// IN holds int64 `input_ids` [B,T]; OUT gets float32 `logits` [B,T,V].
+//                 [--device cpu|cuda[:N]] [--dtype float32|bfloat16]
+// IN holds int64 `input_ids` [B,T]; OUT gets float32 `logits` [B,T,V] (whatever --dtype).
 #include <c10/core/InferenceMode.h>
 
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/device_flags.h"
 #include "io/tensor_io.h"
 #include "model/model.h"
 
@@ -32,13 +34,14 @@ static int run_forward(Args& args) {
   const std::string model_dir = args.required("--model");
   const std::string input = args.required("--input");
   const std::string output = args.required("--output");
+  const model::ModelOptions mo = model_flags(args, "forward");
   args.finish();
   at::Tensor ids = read_input_ids(input);
-  model::Model m = model::load_model(model_dir);
+  model::Model m = model::load_model(model_dir, mo);
   c10::InferenceMode guard;
   model::ForwardInput in;
-  in.input_ids = ids;
-  at::Tensor logits = m.forward(in).logits_BTV.to(at::kFloat).contiguous();
+  in.input_ids = ids.to(m.device());
+  at::Tensor logits = m.forward(in).logits_BTV.to(at::kCPU, at::kFloat).contiguous();
   io::save_tensors(output, {{"logits", logits}});
   return 0;
 }

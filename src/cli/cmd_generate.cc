@@ -1,18 +1,21 @@
 // `moerl generate`: continue a batch of prompts with a checkpoint.
 //   moerl generate --model DIR --input IN.safetensors --max-new-tokens N
 //                  (--greedy | --temperature X [--top-p P] [--top-k K] [--seed S])
-//                  [--ignore-eos] [--ep-size N [--ep-backend fabric|alltoall]] --output OUT.safetensors
+//                  [--ignore-eos] [--ep-size N [--ep-backend fabric|alltoall]]
+//                  [--device cpu|cuda[:N]] [--dtype float32|bfloat16] --output OUT.safetensors
 // IN: int64 `input_ids` [B,T] (every token real). OUT: int64 `output_ids` [B,T+N], the
 // prompt then the new tokens; a row that stops at EOS (config eos_token_id) keeps its EOS and
 // is padded with pad_token_id (eos_token_id if the config has no pad), as transformers does.
 // --ep-size N (under `moerl launch -n N`): experts sharded over N ranks; rank r generates
 // rows r, r+N, ... (every rank all rows when B < N) in lockstep; rank 0 writes OUT.
+// --device cuda runs the model on the GPU with the CUDA-graph decode (cli/device_flags.h).
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/env.h"
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/device_flags.h"
 #include "io/tensor_io.h"
 #include "model/generate.h"
 #include "train/dp_sync.h"
@@ -34,6 +37,7 @@ static int run_generate(Args& args) {
   const bool ignore_eos = args.flag("--ignore-eos");
   const int64_t ep_size = args.integer("--ep-size", 1);
   const std::string ep_backend = args.value("--ep-backend").value_or("fabric");
+  model::ModelOptions mo = model_flags(args, "generate");
   args.finish();
   if (max_new < 0) {
     throw Error("generate needs --max-new-tokens N (N >= 0)", "e.g. --max-new-tokens 16");
@@ -64,7 +68,6 @@ static int run_generate(Args& args) {
 
   at::Tensor ids = read_input_ids_file(input);
   const int64_t B = ids.size(0), T = ids.size(1);
-  model::ModelOptions mo;
   std::shared_ptr<train::DataParallel> dp;
   std::vector<int64_t> rows;  // the input rows this rank generates
   for (int64_t b = 0; b < B; ++b) rows.push_back(b);

@@ -129,6 +129,34 @@ void expect_clean_failure(const RunResult& r, const std::string& needle) {
   EXPECT_NE(r.output.find(needle), std::string::npos) << "message lacks '" << needle << "': " << r.output;
 }
 
+// --dtype bfloat16 runs the model in bf16 (logits still written as float32, near transformers'
+// float32 ones but not equal to them); bad --device/--dtype values and a GPU device without
+// a GPU fail naming the flag.
+TEST_F(Cli, DeviceAndDtypeFlags) {
+  const std::string dir = fixture_dir("qwen3_moe_tied");
+  const std::string in = dir + "/inputs.safetensors";
+  RunResult r = run_moerl("forward --model " + dir + " --input " + in + " --device cpu --dtype bfloat16 --output " +
+                          tmp("bf16.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  at::Tensor got = io::load_tensors(tmp("bf16.safetensors")).at("logits");
+  at::Tensor ref = io::load_tensors(dir + "/reference.safetensors").at("logits");
+  EXPECT_EQ(got.scalar_type(), at::kFloat);
+  const double err = testing::max_abs_diff(got, ref), scale = ref.abs().max().item<double>();
+  EXPECT_GT(err, testing::kLogitTol) << "--dtype bfloat16 did not change the model's dtype";
+  EXPECT_LT(err, 0.05 * scale) << "bf16 logits far from float32 ones";
+
+  r = run_moerl("generate --model " + dir + " --input " + in + " --max-new-tokens 4 --greedy --dtype bf16 --output " +
+                tmp("bf16_gen.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  at::Tensor ids = io::load_tensors(in).at("input_ids");
+  EXPECT_EQ(io::load_tensors(tmp("bf16_gen.safetensors")).at("output_ids").size(1), ids.size(1) + 4);
+
+  const std::string fwd = "forward --model " + dir + " --input " + in + " --output " + tmp("never.safetensors");
+  expect_clean_failure(run_moerl(fwd + " --device tpu"), "--device tpu");
+  expect_clean_failure(run_moerl(fwd + " --dtype float16"), "--dtype");
+  if (!at::hasCUDA()) expect_clean_failure(run_moerl(fwd + " --device cuda"), "sees no CUDA GPU");
+}
+
 TEST_F(Cli, BadInputsFailCleanly) {
   const std::string in = fixture_dir("qwen3_moe_tied") + "/inputs.safetensors";
   const std::string out = tmp("never.safetensors");
