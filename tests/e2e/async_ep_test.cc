@@ -150,23 +150,33 @@ TEST(AsyncEp, AKilledInstanceRankAndAKilledTrainerGroupLoseNothing) {
     return false;
   };
 
+  // Stops an instance (its launcher first, so it starts no rank unfrozen, then its ranks);
+  // the pids go to `out` for SIGCONT.
+  auto freeze = [](Subprocess& inst, std::vector<pid_t>& out) {
+    if (::kill(inst.pid(), SIGSTOP) == 0) out.push_back(inst.pid());
+    for (int r = 0; r < 2; ++r) {
+      if (pid_t p = rank_pid(inst.pid(), r); p > 0 && ::kill(p, SIGSTOP) == 0) out.push_back(p);
+    }
+  };
+
   // A follower rank of instance a dies mid-run: the instance's launcher stops it whole.
+  // Instance b is frozen meanwhile, so the group cannot train to the end while a dies (seen
+  // under load: it did, and the later kill then came after the last step).
   ASSERT_TRUE(wait_for_step(2)) << testing::log_tail(j.log + "/trainer.log");
+  std::vector<pid_t> b_frozen;
+  freeze(b, b_frozen);
   const pid_t follower = rank_pid(a.pid(), 1);
   ASSERT_GT(follower, 0) << "no rank 1 under instance a's launcher";
   ::kill(follower, SIGKILL);
   EXPECT_NE(testing::wait_exit(a, 120), 0) << "the instance must fail when one of its ranks dies";
   a = launch2(rollout_args, j.log + "/a2.log");  // as the Deployment restarts the pod
+  for (pid_t p : b_frozen) ::kill(p, SIGCONT);
 
   // The trainer group dies after the step-4 checkpoint (the pod killed: launcher and ranks),
   // mid-run: the instances are frozen first, so the group cannot finish before the kill.
   ASSERT_TRUE(wait_for_step(5)) << testing::log_tail(j.log + "/trainer.log");
   std::vector<pid_t> frozen;
-  for (Subprocess* inst : {&a, &b}) {
-    for (int r = 0; r < 2; ++r) {
-      if (pid_t p = rank_pid(inst->pid(), r); p > 0 && ::kill(p, SIGSTOP) == 0) frozen.push_back(p);
-    }
-  }
+  for (Subprocess* inst : {&a, &b}) freeze(*inst, frozen);
   ASSERT_FALSE(fs::exists(j.run + "/summary.json")) << "the run finished before its trainer group was killed";
   trainer.signal(SIGKILL);
   testing::wait_exit(trainer, 30);
