@@ -51,10 +51,8 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
   const auto dev = model.device();
   Sampler sampler(config.sampling, config.seed);
   RoutingRecorder recorder(B);
-  int64_t max_prompt = 0;
-  for (const auto& p : prompts) max_prompt = std::max<int64_t>(max_prompt, static_cast<int64_t>(p.size()));
-  Prefill prefill = prefill_prompts(model, prompts, config.pad_id, max_prompt + config.max_new_tokens,
-                                    config.share_prefill, config.record_routing ? &recorder : nullptr);
+  Prefill prefill = prefill_prompts(model, prompts, config.pad_id, config.max_new_tokens, config.share_prefill,
+                                    config.record_routing ? &recorder : nullptr);
   KvCache& cache = prefill.cache;
   at::Tensor logits_BV = prefill.logits_BV;
   std::vector<int64_t> first(B);

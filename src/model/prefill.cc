@@ -8,7 +8,7 @@
 namespace moerl::model {
 
 Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
-                        int64_t capacity, bool share, RoutingRecorder* recorder) {
+                        int64_t new_tokens, bool share, RoutingRecorder* recorder) {
   const int64_t B = static_cast<int64_t>(prompts.size());
   std::vector<int64_t> row_of(B);         // row b -> its row in the forwarded batch
   std::vector<const std::vector<int64_t>*> unique;
@@ -19,10 +19,15 @@ Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& p
       throw Error("prompt " + std::to_string(b) + " is empty", "start every prompt with at least one token (e.g. BOS)");
     }
     Tp = std::max<int64_t>(Tp, static_cast<int64_t>(prompts[b].size()));
-    auto [it, added] = share ? seen.emplace(prompts[b], static_cast<int64_t>(unique.size()))
-                             : std::make_pair(seen.end(), true);
-    if (added) unique.push_back(&prompts[b]);
-    row_of[b] = added ? static_cast<int64_t>(unique.size()) - 1 : it->second;
+    if (share) {
+      auto [it, added] = seen.emplace(prompts[b], static_cast<int64_t>(unique.size()));
+      if (!added) {
+        row_of[b] = it->second;
+        continue;
+      }
+    }
+    row_of[b] = static_cast<int64_t>(unique.size());
+    unique.push_back(&prompts[b]);
   }
   const int64_t U = static_cast<int64_t>(unique.size());
   at::Tensor ids = at::full({U, Tp}, pad_id, at::kLong), mask = at::zeros({U, Tp}, at::kLong);
@@ -40,7 +45,7 @@ Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& p
   const bool shared = U < B;
   // A shared prefill fills a cache of the unique rows, sized to the prompts alone.
   KvCache small = shared ? model.make_cache(U, Tp) : KvCache();
-  p.cache = model.make_cache(B, capacity);
+  p.cache = model.make_cache(B, Tp + new_tokens);
   ForwardOutput out =
       model.forward({ids.to(dev), mask.to(dev), {}, shared ? &small : &p.cache, {}, /*last_logits_only=*/true});
   at::Tensor logits_UV = out.logits_BTV.select(1, 0);

@@ -6,7 +6,7 @@
 // cache, which the contiguous per-row KvCache is not.
 //
 //   RoutingRecorder rec(B);
-//   Prefill p = prefill_prompts(model, prompts, pad_id, Tp + max_new, /*share=*/true, &rec);
+//   Prefill p = prefill_prompts(model, prompts, pad_id, max_new, /*share=*/true, &rec);
 //   p.cache, p.logits_BV [B,V], p.unique_rows (U <= B forwarded)
 //
 // Runs the model once (one collective forward under EP, whatever U is on this rank).
@@ -22,7 +22,7 @@
 namespace moerl::model {
 
 struct Prefill {
-  KvCache cache;         // [B rows, capacity], prompt slots filled, length = longest prompt
+  KvCache cache;         // [B rows, longest prompt + new_tokens], prompt slots filled
   at::Tensor logits_BV;  // last-position logits of every row
   int64_t prompt_slots = 0;  // longest prompt: every row's prompt ends at this slot
   int64_t unique_rows = 0;   // rows the forward ran on (B when share is off)
@@ -30,8 +30,9 @@ struct Prefill {
 
 // Rows whose token lists are equal share one forward when `share`; otherwise every row is
 // forwarded (the reference for tests and benchmarks). `recorder` (may be null) gets each
-// row's prompt routing, as if every row had been forwarded.
+// row's prompt routing, as if every row had been forwarded. The cache leaves new_tokens
+// slots after the longest prompt.
 Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
-                        int64_t capacity, bool share, RoutingRecorder* recorder);
+                        int64_t new_tokens, bool share, RoutingRecorder* recorder);
 
 }  // namespace moerl::model

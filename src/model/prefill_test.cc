@@ -27,8 +27,8 @@ TEST_P(SharedPrefill, CacheRowsEqualPrefillingEveryRow) {
   Model m = init_random(testing::tiny_config(GetParam()), 3);
   c10::InferenceMode guard;
   auto prompts = grouped_prompts();
-  Prefill shared = prefill_prompts(m, prompts, 0, 12, /*share=*/true, nullptr);
-  Prefill each = prefill_prompts(m, prompts, 0, 12, /*share=*/false, nullptr);
+  Prefill shared = prefill_prompts(m, prompts, 0, 7, /*share=*/true, nullptr);
+  Prefill each = prefill_prompts(m, prompts, 0, 7, /*share=*/false, nullptr);
   EXPECT_EQ(shared.unique_rows, 3);
   EXPECT_EQ(each.unique_rows, 12);
   EXPECT_EQ(shared.cache.length, each.cache.length);
@@ -69,7 +69,7 @@ TEST(SharedPrefillErrors, AnEmptyPromptIsNamed) {
   Model m = init_random(testing::tiny_qwen3(), 5);
   c10::InferenceMode guard;
   try {
-    prefill_prompts(m, {{1, 2}, {}}, 0, 8, true, nullptr);
+    prefill_prompts(m, {{1, 2}, {}}, 0, 6, true, nullptr);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("prompt 1 is empty"), std::string::npos) << e.what();

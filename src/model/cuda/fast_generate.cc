@@ -240,7 +240,7 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
     Tp = std::max<int64_t>(Tp, static_cast<int64_t>(p.size()));
   }
   RoutingRecorder recorder(B);
-  Prefill prefill = prefill_prompts(m, prompts, config.pad_id, Tp + N, config.share_prefill,
+  Prefill prefill = prefill_prompts(m, prompts, config.pad_id, N, config.share_prefill,
                                     config.record_routing ? &recorder : nullptr);
   KvCache& cache = prefill.cache;
   at::Tensor first_logits = prefill.logits_BV.contiguous();
