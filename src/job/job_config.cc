@@ -59,6 +59,7 @@ RolloutSection read_rollout(ConfigTable t) {
   r.dynamic_sampling = t.boolean("dynamic_sampling", false);
   r.max_sampling_rounds = t.integer("max_sampling_rounds", 4, {1, 64});
   r.ep_size = t.integer("ep_size", 1, {1, 4096});
+  r.gen.batch_rows = t.integer("batch_rows", 0, {0, 1e6});
   r.gen.stop = t.strings("stop", {});
   for (const std::string& s : r.gen.stop) {
     if (s.empty()) throw Error("config: rollout.stop holds an empty string", "an empty stop string would end every answer at once; remove it");
@@ -187,6 +188,14 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
                       std::to_string(j.model.arch.num_experts),
                   "choose a size that divides the expert count");
     }
+  }
+  const int64_t lockstep_ranks = j.runtime.mode == runtime::RunMode::kAsync ? j.rollout.ep_size : j.ep_size;
+  if (j.rollout.gen.batch_rows > 0 && lockstep_ranks > 1) {
+    throw Error("config: rollout.batch_rows=" + std::to_string(j.rollout.gen.batch_rows) +
+                    " (continuous batching) with rollout ranks in expert-parallel lockstep (" +
+                    (j.runtime.mode == runtime::RunMode::kAsync ? "rollout.ep_size=" : "ep.size=") +
+                    std::to_string(lockstep_ranks) + ")",
+                "set rollout.batch_rows = 0: an EP rollout group decodes its whole batch at once");
   }
   if (j.rollout.ep_size > 1 && j.runtime.mode != runtime::RunMode::kAsync) {
     throw Error("config: rollout.ep_size=" + std::to_string(j.rollout.ep_size) +

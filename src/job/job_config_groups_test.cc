@@ -54,6 +54,17 @@ TEST(JobConfigGroups, AnInstanceSizeInASyncJobIsRefused) {
   EXPECT_NE(e.find("runtime.mode"), std::string::npos) << e;
 }
 
+TEST(JobConfigGroups, ContinuousBatchingIsReadAndRefusedUnderEpLockstep) {
+  EXPECT_EQ(parse({"rollout.batch_rows=32"}).rollout.gen.batch_rows, 32);
+  EXPECT_EQ(parse({"runtime.mode=\"async\"", "ep.size=2", "rollout.batch_rows=32"}).rollout.gen.batch_rows, 32);
+  std::string e = error_of({"runtime.mode=\"async\"", "rollout.ep_size=2", "rollout.batch_rows=32"});
+  EXPECT_NE(e.find("rollout.batch_rows=32 (continuous batching) with rollout ranks in expert-parallel lockstep (rollout.ep_size=2)"),
+            std::string::npos) << e;
+  e = error_of({"ep.size=2", "rollout.batch_rows=8"});
+  EXPECT_NE(e.find("(ep.size=2)"), std::string::npos) << e;
+  EXPECT_NE(error_of({"rollout.batch_rows=-1"}).find("rollout.batch_rows"), std::string::npos);
+}
+
 TEST(JobConfigGroups, DynamicSamplingGoesWithATrainerGroupOnlyInAsyncMode) {
   EXPECT_NO_THROW(parse({"runtime.mode=\"async\"", "ep.size=2", "rollout.dynamic_sampling=true"}));
   EXPECT_NE(error_of({"ep.size=2", "rollout.dynamic_sampling=true"}).find("runtime.mode = \"sync\""),

@@ -1,5 +1,6 @@
 // generate(): prefill (model/prefill.h: left-padded, identical prompts once), then decode step
-// by step; per-row stop bookkeeping on the host (one small device->host copy per step).
+// by step; per-row stop bookkeeping on the host (model/slot_table.h, one small device->host
+// copy per step); under continuous batching, rows freed by a step are refilled after it.
 #include "model/generate.h"
 
 #include <c10/core/InferenceMode.h>
@@ -9,6 +10,7 @@
 #include "base/error.h"
 #include "model/prefill.h"
 #include "model/routing_record.h"
+#include "model/slot_table.h"
 
 namespace moerl::model {
 
@@ -44,66 +46,74 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
     GenerateConfig placeholder = config;
     placeholder.record_routing = false;
     placeholder.stop = nullptr;
+    placeholder.max_new_tokens_per_prompt.clear();
     generate(model, {{config.pad_id}}, placeholder);
     return out;
   }
+  const int64_t R = decode_rows(B, config);
+  const bool continuous = R < B;
+  if (continuous && config.all_done) {
+    throw Error("batch_rows=" + std::to_string(config.batch_rows) + " (continuous batching) under expert-parallel lockstep",
+                "set batch_rows = 0 for an EP group: refills would need every rank's agreement");
+  }
+  check_prompts(prompts);
   c10::InferenceMode guard;
   const auto dev = model.device();
   Sampler sampler(config.sampling, config.seed);
-  RoutingRecorder recorder(B);
-  Prefill prefill = prefill_prompts(model, prompts, config.pad_id, config.max_new_tokens, config.share_prefill,
-                                    config.record_routing ? &recorder : nullptr);
+  SlotTable table(B, R, config);
+  RoutingRecorder recorder(R);
+  RoutingRecorder* rec = config.record_routing ? &recorder : nullptr;
+  auto prompts_of = [&](const std::vector<int64_t>& rows) {
+    std::vector<std::vector<int64_t>> p;
+    for (int64_t r : rows) p.push_back(prompts[table.sequence(r)]);
+    return p;
+  };
+  // The first R prompts; every row's cache fits the longest prompt of all plus the longest cap.
+  const std::vector<std::vector<int64_t>> head = prompts_of(table.admit());
+  auto longest = [](const std::vector<std::vector<int64_t>>& ps) {
+    size_t n = 0;
+    for (const auto& p : ps) n = std::max(n, p.size());
+    return static_cast<int64_t>(n);
+  };
+  Prefill prefill = prefill_prompts(model, head, config.pad_id, longest(prompts) - longest(head) + config.max_new_tokens,
+                                    config.share_prefill, rec);
   KvCache& cache = prefill.cache;
+  cache.use_row_cursors();
   at::Tensor logits_BV = prefill.logits_BV;
-  std::vector<int64_t> first(B);
-
-  std::vector<bool> done(B, false);
-  int64_t num_done = 0;
-  at::Tensor step_mask = at::ones({B, 1}, at::kLong);
-  for (int64_t step = 0; step < config.max_new_tokens; ++step) {
+  std::vector<int64_t> first(R);
+  at::Tensor step_mask = at::ones({R, 1}, at::kLong);
+  for (int64_t step = 0;; ++step) {
     if (config.cancel && config.cancel()) throw GenerationCancelled(step);
     Sample s = sampler.sample(logits_BV);
     at::Tensor tok = s.tokens_B.cpu(), lp = s.logprob_B.cpu(), slp = s.sample_logprob_B.cpu();
-    const int64_t* t = tok.data_ptr<int64_t>();
-    const float* l = lp.data_ptr<float>();
-    const float* sl = slp.data_ptr<float>();
-    for (int64_t b = 0; b < B; ++b) {
-      if (done[b]) continue;
-      out[b].tokens.push_back(t[b]);
-      out[b].logprobs.push_back(l[b]);
-      out[b].sample_logprobs.push_back(sl[b]);
-      if (std::find(config.eos_ids.begin(), config.eos_ids.end(), t[b]) != config.eos_ids.end()) {
-        out[b].finish = FinishReason::kEos;
-        done[b] = true;
-        ++num_done;
-      } else if (config.stop && config.stop(out[b].tokens)) {
-        out[b].finish = FinishReason::kStop;
-        done[b] = true;
-        ++num_done;
+    for (int64_t r = 0; r < R; ++r) {
+      if (!table.busy(r)) continue;
+      const int64_t ended = table.push(r, tok.data_ptr<int64_t>()[r], lp.data_ptr<float>()[r], slp.data_ptr<float>()[r]);
+      if (ended >= 0 && rec) table.output(ended).routed_experts = recorder.take(r);
+    }
+    if (!continuous && step + 1 == config.max_new_tokens) break;
+    const bool local_done = table.running() == 0 && !table.waiting();
+    if (config.all_done ? config.all_done(local_done) : local_done) break;
+    if (table.running() > 0 || config.all_done) {
+      // Free rows step with a masked pad token (the batch shape stays fixed).
+      at::Tensor next = tok.clone();
+      for (int64_t r = 0; r < R; ++r) {
+        const bool fed = table.busy(r);
+        if (!fed) next.data_ptr<int64_t>()[r] = config.pad_id;
+        step_mask.data_ptr<int64_t>()[r] = fed ? 1 : 0;
+        first[r] = fed ? 0 : 1;
       }
+      ForwardOutput o = model.forward({next.unsqueeze(1).to(dev), step_mask.to(dev), {}, &cache});
+      if (rec) recorder.add(o.routing, 1, first);
+      logits_BV = o.logits_BTV.select(1, 0);
     }
-    if (step + 1 == config.max_new_tokens) break;
-    const bool finished = config.all_done ? config.all_done(num_done == B) : num_done == B;
-    if (finished) break;
-    // Finished rows keep stepping with a masked pad token (batch shape stays fixed).
-    at::Tensor next = tok.clone();
-    for (int64_t b = 0; b < B; ++b) {
-      if (done[b]) {
-        next.data_ptr<int64_t>()[b] = config.pad_id;
-        step_mask.data_ptr<int64_t>()[b] = 0;
-      }
+    const std::vector<int64_t> refill = table.admit();
+    if (!refill.empty()) {
+      Admitted a = admit_rows(model, cache, refill, prompts_of(refill), config.pad_id, config.share_prefill, rec);
+      logits_BV = logits_BV.index_copy(0, at::tensor(refill, at::kLong).to(dev), a.logits_BV);
     }
-    ForwardOutput o = model.forward({next.unsqueeze(1).to(dev), step_mask.to(dev), {}, &cache});
-    if (config.record_routing) {
-      for (int64_t b = 0; b < B; ++b) first[b] = done[b] ? 1 : 0;  // a finished row was fed a pad
-      recorder.add(o.routing, 1, first);
-    }
-    logits_BV = o.logits_BTV.select(1, 0);
   }
-  if (config.record_routing) {
-    for (int64_t b = 0; b < B; ++b) out[b].routed_experts = recorder.take(b);
-  }
-  return out;
+  return table.take();  // every row ended by its cap at the latest
 }
 
 }  // namespace moerl::model

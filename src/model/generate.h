@@ -1,6 +1,7 @@
 // Batched generation with a KV cache: ragged prompts are left-padded into one batch,
 // prefilled together, then decoded one token per step for every unfinished row; a row stops
-// at one of `eos_ids` (the EOS token is kept in its output) or after max_new_tokens.
+// at one of `eos_ids` (the EOS token is kept in its output) or after max_new_tokens. With
+// batch_rows, a fixed number of rows decode and finished rows take waiting prompts.
 //
 //   GenerateConfig g;  g.max_new_tokens = 32;  g.sampling.temperature = 1.0;  g.seed = 7;
 //   g.eos_ids = {tok.eos_id()};  g.pad_id = tok.pad_id();
@@ -53,6 +54,13 @@ struct GenerateConfig {
   // Identical prompts (a GRPO group's samples) share one prefill (model/prefill.h). Off:
   // every row is prefilled, the reference for tests and `moerl bench gen --group`.
   bool share_prefill = true;
+  // Rows decoded at once. 0: every prompt at once (static batching). Fewer rows than prompts:
+  // continuous batching: a row whose sequence ends takes the next waiting prompt (in input
+  // order) at once, instead of idling until the batch's longest row ends. Each row's cache
+  // holds the longest prompt plus max_new_tokens. Not under `all_done` lockstep.
+  int64_t batch_rows = 0;
+  // Per-prompt caps on new tokens, each in [1, max_new_tokens] (empty: max_new_tokens for all).
+  std::vector<int64_t> max_new_tokens_per_prompt;
 };
 
 // Thrown by generate() when GenerateConfig::cancel asked it to stop.

@@ -5,6 +5,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -193,10 +194,15 @@ ForwardOutput Model::forward(const ForwardInput& in) {
                 "give one 0/1 entry per token");
   }
   KvCache* cache = in.cache;
+  const bool row_cursors = cache != nullptr && !cache->row_fill.empty();
+  if (row_cursors && T != 1) {
+    throw Error("a KV cache with per-row cursors takes one token per row, not input_ids " + shape_str(ids.sizes()),
+                "prefill into a fresh cache and move it in with KvCache::put_rows");
+  }
   int64_t start = 0;
   at::Tensor pos = (mask.cumsum(1) - 1).clamp_min(0);
   if (cache != nullptr) {
-    start = cache->length;
+    start = row_cursors ? *std::max_element(cache->row_fill.begin(), cache->row_fill.end()) : cache->length;
     if (cache->batch() != B || start + T > cache->capacity()) {
       throw Error("KV cache [batch " + std::to_string(cache->batch()) + ", capacity " +
                       std::to_string(cache->capacity()) + ", used " + std::to_string(start) + "] cannot take " +
@@ -216,13 +222,21 @@ ForwardOutput Model::forward(const ForwardInput& in) {
   at::Tensor k_slot = at::arange(0, S, at::TensorOptions().dtype(at::kLong).device(dev)).unsqueeze(0);
   at::Tensor causal_TS = k_slot.le(q_slot);
   at::Tensor key_valid_BS;
-  if (cache != nullptr) {
-    cache->valid.narrow(1, start, T).copy_(mask.ne(0));
-    key_valid_BS = cache->valid.narrow(1, 0, S);
+  if (row_cursors) {
+    // Row b's token sits at its own cursor; nothing after it is valid, so validity is causal.
+    ctx.row_slot_B = at::tensor(cache->row_fill, at::kLong).to(dev);
+    ctx.key_slots = S;
+    KvCache::write_slots(cache->valid, 1, ctx.row_slot_B, mask.ne(0));
+    ctx.allowed_B1TS = cache->valid.narrow(1, 0, S).view({B, 1, 1, S});
   } else {
-    key_valid_BS = mask.ne(0);
+    if (cache != nullptr) {
+      cache->valid.narrow(1, start, T).copy_(mask.ne(0));
+      key_valid_BS = cache->valid.narrow(1, 0, S);
+    } else {
+      key_valid_BS = mask.ne(0);
+    }
+    ctx.allowed_B1TS = (causal_TS.unsqueeze(0) & key_valid_BS.unsqueeze(1)).unsqueeze(1);
   }
-  ctx.allowed_B1TS = (causal_TS.unsqueeze(0) & key_valid_BS.unsqueeze(1)).unsqueeze(1);
 
   DecoderEnv env{.shape = {cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim, cfg_.rms_norm_eps},
                  .mla = cfg_.is_mla() ? mla_shape(cfg_) : MlaShape{},
@@ -259,7 +273,12 @@ ForwardOutput Model::forward(const ForwardInput& in) {
     out.logits_BTV = at::linear(in.last_logits_only ? out.hidden_BTH.narrow(1, T - 1, 1) : out.hidden_BTH, lm_head_);
     if (out.logits_BTV.scalar_type() != at::kDouble) out.logits_BTV = out.logits_BTV.to(at::kFloat);
   }
-  if (cache != nullptr) {
+  if (row_cursors) {
+    at::Tensor fed = mask.select(1, 0).cpu();
+    for (int64_t b = 0; b < B; ++b) cache->row_fill[b] += fed.data_ptr<int64_t>()[b] != 0 ? 1 : 0;
+    cache->length = *std::max_element(cache->row_fill.begin(), cache->row_fill.end());
+    cache->next_pos.add_(mask.sum(1));
+  } else if (cache != nullptr) {
     cache->length = S;
     cache->next_pos.add_(mask.sum(1));
   }

@@ -7,17 +7,23 @@
 
 namespace moerl::model {
 
+void check_prompts(const std::vector<std::vector<int64_t>>& prompts) {
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    if (prompts[b].empty()) {
+      throw Error("prompt " + std::to_string(b) + " is empty", "start every prompt with at least one token (e.g. BOS)");
+    }
+  }
+}
+
 Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
                         int64_t new_tokens, bool share, RoutingRecorder* recorder) {
+  check_prompts(prompts);
   const int64_t B = static_cast<int64_t>(prompts.size());
   std::vector<int64_t> row_of(B);         // row b -> its row in the forwarded batch
   std::vector<const std::vector<int64_t>*> unique;
   std::map<std::vector<int64_t>, int64_t> seen;
   int64_t Tp = 0;
   for (int64_t b = 0; b < B; ++b) {
-    if (prompts[b].empty()) {
-      throw Error("prompt " + std::to_string(b) + " is empty", "start every prompt with at least one token (e.g. BOS)");
-    }
     Tp = std::max<int64_t>(Tp, static_cast<int64_t>(prompts[b].size()));
     if (share) {
       auto [it, added] = seen.emplace(prompts[b], static_cast<int64_t>(unique.size()));
@@ -64,6 +70,19 @@ Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& p
   p.cache.copy_rows(small, rows);
   p.logits_BV = logits_UV.index_select(0, rows);
   return p;
+}
+
+Admitted admit_rows(Model& model, KvCache& cache, const std::vector<int64_t>& rows,
+                    const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id, bool share,
+                    RoutingRecorder* recorder) {
+  const int64_t k = static_cast<int64_t>(rows.size());
+  RoutingRecorder mine(k);
+  Prefill p = prefill_prompts(model, prompts, pad_id, /*new_tokens=*/0, share, recorder ? &mine : nullptr);
+  cache.put_rows(p.cache, rows);
+  if (recorder != nullptr) {
+    for (int64_t i = 0; i < k; ++i) recorder->append(rows[i], mine.take(i));
+  }
+  return {p.logits_BV, p.prompt_slots};
 }
 
 }  // namespace moerl::model

@@ -28,11 +28,25 @@ struct Prefill {
   int64_t unique_rows = 0;   // rows the forward ran on (B when share is off)
 };
 
+// Throws moerl::Error naming the first empty prompt.
+void check_prompts(const std::vector<std::vector<int64_t>>& prompts);
+
 // Rows whose token lists are equal share one forward when `share`; otherwise every row is
 // forwarded (the reference for tests and benchmarks). `recorder` (may be null) gets each
 // row's prompt routing, as if every row had been forwarded. The cache leaves new_tokens
 // slots after the longest prompt.
 Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
                         int64_t new_tokens, bool share, RoutingRecorder* recorder);
+
+// Continuous batching's refill: prefills `prompts` (shared as above) into a fresh cache and
+// moves them into `rows` of `cache` (per-row cursors, KvCache::put_rows). Returns their
+// last-position logits [rows, V]; `recorder` (may be null) gets the prompts' routing at those rows.
+struct Admitted {
+  at::Tensor logits_BV;
+  int64_t prompt_slots = 0;  // where the admitted rows' cursors now stand
+};
+Admitted admit_rows(Model& model, KvCache& cache, const std::vector<int64_t>& rows,
+                    const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id, bool share,
+                    RoutingRecorder* recorder);
 
 }  // namespace moerl::model

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "model/model.h"
@@ -26,7 +27,7 @@ class RoutingRecorder {
   void add(const std::vector<LayerRouting>& routing, int64_t T, const std::vector<int64_t>& first);
   // Appends ids recorded elsewhere (a shared prefill's prompt row) to row `row`.
   void append(int64_t row, const std::vector<uint16_t>& ids) { rows_[row].insert(rows_[row].end(), ids.begin(), ids.end()); }
-  std::vector<uint16_t> take(int64_t row) { return std::move(rows_[row]); }
+  std::vector<uint16_t> take(int64_t row) { return std::exchange(rows_[row], {}); }
 
  private:
   std::vector<std::vector<uint16_t>> rows_;

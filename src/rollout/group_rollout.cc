@@ -67,6 +67,7 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
   gc.pad_id = tokenizer_.pad_id();
   gc.all_done = cfg_.all_done;
   gc.record_routing = cfg_.record_routing;
+  gc.batch_rows = cfg_.batch_rows;
   gc.cancel = std::move(cancel);
   const model::StopStrings stops(tokenizer_, cfg_.stop);
   gc.stop = stops.hook();

@@ -33,6 +33,9 @@ struct RolloutConfig {
   // Stop strings ([rollout] stop): a row ends at the token that completes one; the stop text
   // stays in the response (model/stop_strings.h).
   std::vector<std::string> stop;
+  // Continuous batching ([rollout] batch_rows): rows decoded at once, refilled as answers end
+  // (model::GenerateConfig::batch_rows). 0: the whole batch at once.
+  int64_t batch_rows = 0;
 };
 
 class GroupRollout {

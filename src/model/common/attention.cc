@@ -35,10 +35,16 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
   at::Tensor keys = k, values = v;  // [B,Hkv,S,D]
   if (cache != nullptr) {
     // NOTE: the cache is an inference structure; writes are in place and not differentiable.
-    cache->k[layer].narrow(2, ctx.cache_start, T).copy_(k);
-    cache->v[layer].narrow(2, ctx.cache_start, T).copy_(v);
-    keys = cache->k[layer].narrow(2, 0, ctx.cache_start + T);
-    values = cache->v[layer].narrow(2, 0, ctx.cache_start + T);
+    if (ctx.row_slot_B.defined()) {
+      KvCache::write_slots(cache->k[layer], 2, ctx.row_slot_B, k);
+      KvCache::write_slots(cache->v[layer], 2, ctx.row_slot_B, v);
+    } else {
+      cache->k[layer].narrow(2, ctx.cache_start, T).copy_(k);
+      cache->v[layer].narrow(2, ctx.cache_start, T).copy_(v);
+    }
+    const int64_t S = ctx.row_slot_B.defined() ? ctx.key_slots : ctx.cache_start + T;
+    keys = cache->k[layer].narrow(2, 0, S);
+    values = cache->v[layer].narrow(2, 0, S);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   at::Tensor out = attention_core(q, keys, values, ctx.allowed_B1TS, scale);  // [B,T,Hq,D]

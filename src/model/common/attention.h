@@ -34,6 +34,10 @@ struct AttentionContext {
   at::Tensor cos_BTD, sin_BTD;
   at::Tensor allowed_B1TS;  // bool: query t may attend key slot s (causal & not padding)
   int64_t cache_start = 0;  // first cache slot written by this forward
+  // Per-row cursors (KvCache::row_fill): row b's one token goes to slot row_slot_B[b], and
+  // keys are read over [0, key_slots).
+  at::Tensor row_slot_B;
+  int64_t key_slots = 0;
 };
 
 at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, const at::Tensor& x_BTH,

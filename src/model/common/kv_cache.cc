@@ -1,5 +1,9 @@
-// KvCache allocation. The per-layer buffers are allocated once, at their full capacity.
+// KvCache: buffers allocated once at full capacity; prefill rows fanned out (copy_rows), rows
+// refilled under per-row cursors (put_rows), and per-row slot writes (write_slots).
 #include "model/common/kv_cache.h"
+
+#include <algorithm>
+#include <c10/util/Optional.h>
 
 #include "base/check.h"
 
@@ -24,6 +28,7 @@ void KvCache::reset() {
   valid.zero_();
   next_pos.zero_();
   length = 0;
+  row_fill.clear();
 }
 
 void KvCache::copy_rows(const KvCache& src, const at::Tensor& rows_B) {
@@ -45,6 +50,37 @@ void KvCache::copy_rows(const KvCache& src, const at::Tensor& rows_B) {
   take(src.valid, valid, 1);
   next_pos.copy_(src.next_pos.index_select(0, rows_B));
   length = n;
+}
+
+void KvCache::put_rows(const KvCache& src, const std::vector<int64_t>& rows) {
+  const int64_t n = src.length, k = static_cast<int64_t>(rows.size());
+  MOERL_CHECK(src.k.size() == this->k.size() && src.latent.size() == latent.size())
+      << "put_rows: caches of different layouts";
+  MOERL_CHECK(!row_fill.empty() && src.batch() == k && n <= capacity())
+      << "put_rows: " << k << " rows of " << src.batch() << " x " << n << " slots into a cache of " << batch() << " x "
+      << capacity() << (row_fill.empty() ? " without per-row cursors" : "");
+  at::Tensor dst = at::tensor(rows, at::kLong).to(valid.device());
+  auto put = [&](const at::Tensor& from, const at::Tensor& to, int64_t slot_dim) {
+    to.narrow(slot_dim, 0, n).index_copy_(0, dst, from.narrow(slot_dim, 0, n));
+  };
+  for (size_t l = 0; l < this->k.size(); ++l) {
+    put(src.k[l], this->k[l], 2);
+    put(src.v[l], v[l], 2);
+  }
+  for (size_t l = 0; l < latent.size(); ++l) put(src.latent[l], latent[l], 1);
+  valid.index_fill_(0, dst, false);
+  put(src.valid, valid, 1);
+  next_pos.index_copy_(0, dst, src.next_pos);
+  for (int64_t r : rows) row_fill[r] = n;
+  length = *std::max_element(row_fill.begin(), row_fill.end());
+}
+
+void KvCache::write_slots(const at::Tensor& buf, int64_t slot_dim, const at::Tensor& slot_B, const at::Tensor& x) {
+  c10::List<c10::optional<at::Tensor>> at_slot;  // [b, :, ..., slot_B[b]]
+  at_slot.push_back(at::arange(buf.size(0), slot_B.options()));
+  for (int64_t d = 1; d < slot_dim; ++d) at_slot.push_back(c10::nullopt);
+  at_slot.push_back(slot_B);
+  at::Tensor(buf).index_put_(at_slot, x.squeeze(slot_dim));  // a handle: in place on buf
 }
 
 }  // namespace moerl::model

@@ -113,8 +113,13 @@ at::Tensor mla_attention(const MlaWeights& w, const MlaShape& s, const at::Tenso
       << "KV cache has no latent buffer for layer " << layer << ": make it with Model::make_cache";
   // NOTE: the cache is an inference structure; writes are in place and not differentiable.
   const int64_t T = x_BTH.size(1);
-  cache->latent[layer].narrow(1, ctx.cache_start, T).copy_(p.latent_BTC);
-  at::Tensor latent = cache->latent[layer].narrow(1, 0, ctx.cache_start + T);  // [B,S,R+dr]
+  if (ctx.row_slot_B.defined()) {
+    KvCache::write_slots(cache->latent[layer], 1, ctx.row_slot_B, p.latent_BTC);
+  } else {
+    cache->latent[layer].narrow(1, ctx.cache_start, T).copy_(p.latent_BTC);
+  }
+  const int64_t S = ctx.row_slot_B.defined() ? ctx.key_slots : ctx.cache_start + T;
+  at::Tensor latent = cache->latent[layer].narrow(1, 0, S);  // [B,S,R+dr]
   return mla_attend(w, s, p.q_BhTD, latent, ctx.allowed_B1TS, mla_absorbs(s, T, latent.size(1)));
 }
 

@@ -13,133 +13,13 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "model/common/layers.h"
-#include "model/common/mla_attention.h"
-#include "model/common/moe.h"
-#include "model/cuda/moe_gpu.h"
+#include "model/cuda/decode_step.h"
 #include "model/prefill.h"
 #include "model/routing_record.h"
+#include "model/slot_table.h"
 
 namespace moerl::model::cuda {
 namespace {
-
-// One decode step over static buffers: reads tok_B, cache.next_pos, slot_1, active_B; writes
-// the cache at slot_1 and returns float logits [B,V].
-class DecodeStep {
- public:
-  DecodeStep(Model& m, KvCache& cache) : m_(m), cache_(cache) {
-    const io::HfConfig& c = m.config();
-    if (c.is_mla()) mla_ = mla_shape(c);
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      layers_.push_back(m.arch().bind_layer(c, m.experts(), m.state(), i));
-      const LayerWeights& w = layers_.back();
-      // The model's packed experts in place (InferenceMode: no grad), as the MoE hook reads them.
-      stacked_.push_back(w.is_moe ? expert_stacks(w.moe.experts) : std::pair<at::Tensor, at::Tensor>{});
-      if (w.attention == AttentionKind::kMla) {
-        qkv_w_.emplace_back();
-        qkv_b_.emplace_back();
-        continue;
-      }
-      // One GEMM for q, k and v: their weights (and biases) stacked once, outside the graph.
-      qkv_w_.push_back(at::cat({w.attn.q_proj, w.attn.k_proj, w.attn.v_proj}, 0));
-      qkv_b_.push_back(w.attn.q_bias.defined() ? at::cat({w.attn.q_bias, w.attn.k_bias, w.attn.v_bias}, 0) : at::Tensor());
-    }
-    embed_ = m.params().at("model.embed_tokens.weight");
-    norm_ = m.params().at("model.norm.weight");
-    auto head = m.params().find("lm_head.weight");
-    head_ = head != m.params().end() ? head->second : embed_;
-    const int64_t B = cache.batch();
-    auto lopt = at::TensorOptions().dtype(at::kLong).device(m.device());
-    tok_B = at::zeros({B}, lopt);
-    slot_1 = at::zeros({1}, lopt);
-    active_B = at::ones({B}, lopt.dtype(at::kBool));
-  }
-
-  at::Tensor run() {
-    const io::HfConfig& c = m_.config();
-    const int64_t B = cache_.batch(), H = c.hidden_size, S = cache_.capacity();
-    const double eps = c.rms_norm_eps;
-    const at::ScalarType dt = m_.dtype();
-    const RouterConfig rc = m_.arch().router_config(c);
-    cache_.valid.index_copy_(1, slot_1, active_B.unsqueeze(1));
-    at::Tensor key_ok = cache_.valid.view({B, 1, 1, S});
-    auto [cos, sin] = rope_cos_sin(cache_.next_pos.unsqueeze(1), m_.rope(), dt);  // [B,1,D]
-    at::Tensor x = at::embedding(embed_, tok_B).view({B, 1, H});
-    int64_t moe_layer = 0;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const LayerWeights& w = layers_[i];
-      at::Tensor h = norm(x, w.input_norm, eps);
-      if (w.attention == AttentionKind::kMla) {
-        // Absorbed MLA over the whole latent cache under its validity mask (static shapes).
-        MlaProjection p = mla_project(w.mla, mla_, h, cos, sin);
-        cache_.latent[i].index_copy_(1, slot_1, p.latent_BTC);
-        x = x + mla_attend(w.mla, mla_, p.q_BhTD, cache_.latent[i], key_ok, /*absorb=*/true);
-      } else {
-        x = x + gqa(w, i, h, cos, sin, key_ok);
-      }
-      at::Tensor hh = norm(x, w.post_attention_norm, eps).view({B, H});
-      at::Tensor y;
-      if (w.is_moe) {
-        at::Tensor logits = router_logits(w.moe, hh, rc), idx, wt;
-        route(logits, rc, &idx, &wt, w.moe.score_bias_E);
-        if (routing_LBK.defined()) routing_LBK.select(0, moe_layer++).copy_(idx);  // routing replay record
-        y = grouped_experts(hh, idx, wt, stacked_[i].first, stacked_[i].second).to(dt);
-        if (w.moe.shared.defined()) y = y + shared_expert(w.moe.shared, hh);
-      } else {
-        y = model::swiglu(hh, w.mlp.gate_IH, w.mlp.up_IH, w.mlp.down_HI);
-      }
-      x = x + y.view({B, 1, H});
-    }
-    return at::linear(norm(x, norm_, eps), head_).to(at::kFloat).view({B, -1});
-  }
-
-  at::Tensor tok_B, slot_1, active_B;
-  at::Tensor routing_LBK;  // record_routing: this step's expert ids per MoE layer (static, in the graph)
-
- private:
-  // One GQA attention step: q/k/v of the new token, written at slot_1, attended over the cache.
-  at::Tensor gqa(const LayerWeights& w, size_t i, const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin,
-                 const at::Tensor& key_ok) {
-    const io::HfConfig& c = m_.config();
-    const int64_t B = cache_.batch(), Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-    const int64_t D = c.head_dim, G = Hq / Hkv;
-    const double eps = c.rms_norm_eps, scale = 1.0 / std::sqrt(static_cast<double>(D));
-    const at::ScalarType dt = m_.dtype();
-    at::Tensor qkv = lin(h, qkv_w_[i], qkv_b_[i]);  // [B,1,(Hq+2Hkv)*D]
-    at::Tensor q = qkv.narrow(-1, 0, Hq * D).view({B, 1, Hq, D});
-    at::Tensor k = qkv.narrow(-1, Hq * D, Hkv * D).view({B, 1, Hkv, D});
-    at::Tensor v = qkv.narrow(-1, (Hq + Hkv) * D, Hkv * D).view({B, 1, Hkv, D});
-    if (w.attn.q_norm.defined()) q = norm(q, w.attn.q_norm, eps);
-    if (w.attn.k_norm.defined()) k = norm(k, w.attn.k_norm, eps);
-    q = apply_rope(q.transpose(1, 2), cos, sin);  // [B,Hq,1,D]
-    k = apply_rope(k.transpose(1, 2), cos, sin);  // [B,Hkv,1,D]
-    cache_.k[i].index_copy_(2, slot_1, k);
-    cache_.v[i].index_copy_(2, slot_1, v.transpose(1, 2));
-    // Attention over the whole cache under its validity mask. (at::scaled_dot_product_attention
-    // with this mask and GQA measured 2x slower at batch 16, and its greedy tokens for
-    // left-padded rows diverged from model::generate's: kept explicit.)
-    at::Tensor scores = at::matmul(q.reshape({B, Hkv, G, D}), cache_.k[i].transpose(2, 3)) * scale;  // [B,Hkv,G,S]
-    scores = scores.to(at::kFloat).masked_fill(key_ok.logical_not(), std::numeric_limits<float>::lowest());
-    at::Tensor probs = at::softmax(scores, -1).to(dt);
-    at::Tensor out = at::matmul(probs, cache_.v[i]).reshape({B, 1, Hq * D});  // [B,Hkv,G,D] -> heads in order
-    return at::linear(out, w.attn.o_proj);
-  }
-
-  static at::Tensor lin(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-    return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
-  }
-  // libtorch's fused CUDA RMSNorm (one kernel; fp32 statistics like model::rms_norm).
-  static at::Tensor norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-    return at::rms_norm(x, {x.size(-1)}, w, eps);
-  }
-  Model& m_;
-  KvCache& cache_;
-  std::vector<LayerWeights> layers_;
-  std::vector<std::pair<at::Tensor, at::Tensor>> stacked_;
-  std::vector<at::Tensor> qkv_w_, qkv_b_;
-  MlaShape mla_;
-  at::Tensor embed_, norm_, head_;
-};
 
 struct Sampled {
   at::Tensor tok, lp, slp;
@@ -222,115 +102,202 @@ std::unique_ptr<at::cuda::CUDAGraph> capture_decode(DecodeStep& step, at::Tensor
   return nullptr;
 }
 
+namespace {
+
+// Steps decoded between two looks from the host (one device->host copy of the window's
+// tokens): a row that ends idles at most this many steps before it is refilled.
+constexpr int64_t kWindow = 8;
+
+// The decode loop's device state and its window on the host. Per row: live_B (holds a running
+// sequence), count_B and cap_B (its tokens so far, its cap); the step's tok_B/slot_B/active_B.
+class GraphDecoder {
+ public:
+  GraphDecoder(Model& m, KvCache& cache, const GenerateConfig& config, SlotTable& table, RoutingRecorder* rec)
+      : m_(m), cache_(cache), config_(config), table_(table), rec_(rec), step_(m, cache) {
+    const int64_t R = cache.batch();
+    const auto dev = m.device();
+    auto lopt = at::TensorOptions().dtype(at::kLong).device(dev);
+    gen_ = at::cuda::detail::createCUDAGenerator(dev.index() < 0 ? 0 : dev.index());
+    gen_.set_current_seed(config.seed);
+    eos_ = at::tensor(config.eos_ids.empty() ? std::vector<int64_t>{-1} : config.eos_ids, at::kLong).to(dev);
+    toks_ = at::empty({R, kWindow}, lopt);
+    lps_ = at::empty({R, kWindow}, lopt.dtype(at::kFloat));
+    slps_ = at::empty({R, kWindow}, lopt.dtype(at::kFloat));
+    live_B_ = at::zeros({R}, lopt.dtype(at::kBool));
+    count_B_ = at::zeros({R}, lopt);
+    cap_B_ = at::zeros({R}, lopt);
+    step_.active_B.fill_(false);
+    if (rec_ != nullptr) {
+      L_ = m.num_moe_layers();
+      K_ = m.arch().router_config(m.config()).top_k;
+      step_.routing_LBK = at::zeros({L_, R, K_}, lopt);
+      routes_ = at::full({kWindow, L_, R, K_}, -1, lopt);
+    }
+  }
+
+  // Rows just given sequences start at `prompt_slots`, first sampled from `logits_BV` rows.
+  void start_rows(const std::vector<int64_t>& rows, int64_t prompt_slots, const at::Tensor& logits_BV) {
+    at::Tensor idx = at::tensor(rows, at::kLong).to(m_.device());
+    std::vector<int64_t> caps;
+    for (int64_t r : rows) caps.push_back(table_.cap(table_.sequence(r)));
+    live_B_.index_fill_(0, idx, true);
+    count_B_.index_fill_(0, idx, 0);
+    cap_B_.index_copy_(0, idx, at::tensor(caps, at::kLong).to(m_.device()));
+    step_.slot_B.index_fill_(0, idx, prompt_slots);
+    pending_rows_ = idx;
+    pending_logits_ = logits_BV;
+  }
+
+  // kWindow steps: decode (except where every row's logits come from a prefill), sample, and
+  // the per-row stop bookkeeping, all on the device; then the host takes the window.
+  void run_window(bool use_graph, int64_t& steps_done) {
+    for (int64_t j = 0; j < kWindow; ++j) {
+      if (config_.cancel && config_.cancel()) throw GenerationCancelled(steps_done);  // host-side
+      at::Tensor logits;
+      decoded_[j] = !prefill_only_;
+      if (decoded_[j]) {
+        logits = decode(use_graph);
+        if (routes_.defined()) routes_.select(0, j).copy_(step_.routing_LBK);
+        step_.slot_B.add_(step_.active_B.to(at::kLong));
+        cache_.next_pos.add_(step_.active_B.to(at::kLong));
+      }
+      if (pending_rows_.defined()) {  // rows refilled before this window: their first token
+        logits = logits.defined() ? logits.index_copy(0, pending_rows_, pending_logits_) : pending_logits_;
+        pending_rows_ = pending_logits_ = at::Tensor();
+      }
+      prefill_only_ = false;
+      sample_into(logits, j);
+      ++steps_done;
+    }
+    harvest();
+  }
+
+  void set_prefill_only() { prefill_only_ = true; }
+  bool used_graph() const { return graph_ != nullptr; }
+
+ private:
+  at::Tensor decode(bool use_graph) {
+    if (use_graph && !graph_ && !graph_failed_) {
+      graph_ = capture_decode(step_, graph_logits_);
+      graph_failed_ = graph_ == nullptr;
+    }
+    if (!graph_) return step_.run();
+    graph_->replay();
+    return graph_logits_;
+  }
+
+  void sample_into(const at::Tensor& logits, int64_t j) {
+    Sampled smp = sample(logits, config_.sampling, gen_);
+    const at::Tensor idle = live_B_.logical_not();
+    at::Tensor tok = smp.tok.masked_fill(idle, config_.pad_id);
+    toks_.select(1, j).copy_(tok);
+    lps_.select(1, j).copy_(smp.lp);
+    slps_.select(1, j).copy_(smp.slp);
+    count_B_.add_(live_B_.to(at::kLong));
+    live_B_.logical_and_(at::isin(tok, eos_).logical_or(count_B_.ge(cap_B_)).logical_not());
+    // Next step's inputs: rows that ended (or hold nothing) feed a masked pad.
+    step_.tok_B.copy_(tok.masked_fill(live_B_.logical_not(), config_.pad_id));
+    step_.active_B.copy_(live_B_);
+  }
+
+  // The window's tokens to the host, row by row into the table; rows the host ended (a stop
+  // string) stop on the device too.
+  void harvest() {
+    const at::Tensor toks = toks_.cpu(), lps = lps_.cpu(), slps = slps_.cpu();
+    const at::Tensor routes = routes_.defined() ? routes_.to(at::kInt).cpu().contiguous() : at::Tensor();
+    const int64_t R = table_.rows();
+    const int64_t* tk = toks.data_ptr<int64_t>();
+    const float* lp = lps.data_ptr<float>();
+    const float* slp = slps.data_ptr<float>();
+    const bool greedy = config_.sampling.greedy;
+    std::vector<int64_t> busy(R, 0);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t j = 0; j < kWindow && table_.busy(r); ++j) {
+        const Generation& g = table_.output(table_.sequence(r));
+        if (routes.defined() && decoded_[j] && !g.tokens.empty()) {  // this step fed the row's last token
+          std::vector<uint16_t> ids(L_ * K_);
+          const int32_t* p = routes.data_ptr<int32_t>();  // [kWindow, L, R, K]
+          for (int64_t l = 0; l < L_; ++l) {
+            for (int64_t k = 0; k < K_; ++k) ids[l * K_ + k] = static_cast<uint16_t>(p[((j * L_ + l) * R + r) * K_ + k]);
+          }
+          rec_->append(r, ids);
+        }
+        const int64_t at = r * kWindow + j;
+        const int64_t ended = table_.push(r, tk[at], lp[at], greedy ? 0.f : slp[at]);
+        if (ended >= 0 && rec_ != nullptr) table_.output(ended).routed_experts = rec_->take(r);
+      }
+      busy[r] = table_.busy(r) ? 1 : 0;
+    }
+    const at::Tensor keep = at::tensor(busy, at::kLong).to(m_.device()).to(at::kBool);
+    live_B_.logical_and_(keep);
+    step_.active_B.logical_and_(keep);
+  }
+
+  Model& m_;
+  KvCache& cache_;
+  const GenerateConfig& config_;
+  SlotTable& table_;
+  RoutingRecorder* rec_;
+  DecodeStep step_;
+  at::Generator gen_;
+  at::Tensor eos_, toks_, lps_, slps_, live_B_, count_B_, cap_B_, routes_;
+  at::Tensor pending_rows_, pending_logits_;
+  int64_t L_ = 0, K_ = 0;
+  bool decoded_[kWindow] = {};
+  bool prefill_only_ = false, graph_failed_ = false;
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  at::Tensor graph_logits_;
+};
+
+}  // namespace
+
 std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<int64_t>>& prompts,
                                       const GenerateConfig& config, bool use_graph, FastGenerateStats* stats) {
   FastGenerateStats local;
   FastGenerateStats& st = stats ? *stats : local;
-  const SamplingConfig& s = config.sampling;
-  s.validate();
+  config.sampling.validate();
   if (!fast_generate_accepts(m, config)) {
     st.fell_back = true;
     return generate(m, prompts, config);
   }
+  check_prompts(prompts);
   c10::InferenceMode guard;
-  const int64_t B = static_cast<int64_t>(prompts.size()), N = config.max_new_tokens;
-  int64_t Tp = 0;
-  for (const auto& p : prompts) {
-    if (p.empty()) throw Error("fast_generate: an empty prompt", "give every row at least one token");
-    Tp = std::max<int64_t>(Tp, static_cast<int64_t>(p.size()));
-  }
-  RoutingRecorder recorder(B);
-  Prefill prefill = prefill_prompts(m, prompts, config.pad_id, N, config.share_prefill,
-                                    config.record_routing ? &recorder : nullptr);
+  const int64_t Q = static_cast<int64_t>(prompts.size());
+  SlotTable table(Q, decode_rows(Q, config), config);
+  RoutingRecorder recorder(table.rows());
+  RoutingRecorder* rec = config.record_routing ? &recorder : nullptr;
+  auto prompts_of = [&](const std::vector<int64_t>& rows) {
+    std::vector<std::vector<int64_t>> p;
+    for (int64_t r : rows) p.push_back(prompts[table.sequence(r)]);
+    return p;
+  };
+  auto longest = [](const std::vector<std::vector<int64_t>>& ps) {
+    size_t n = 0;
+    for (const auto& p : ps) n = std::max(n, p.size());
+    return static_cast<int64_t>(n);
+  };
+  // The first rows; every row's cache fits the longest prompt of all plus max_new_tokens.
+  const std::vector<int64_t> head_rows = table.admit();
+  const auto head = prompts_of(head_rows);
+  Prefill prefill = prefill_prompts(m, head, config.pad_id, longest(prompts) - longest(head) + config.max_new_tokens,
+                                    config.share_prefill, rec);
   KvCache& cache = prefill.cache;
-  at::Tensor first_logits = prefill.logits_BV.contiguous();
-
-  const auto dev = m.device();
-  auto lopt = at::TensorOptions().dtype(at::kLong).device(dev);
-  at::Generator gen = at::cuda::detail::createCUDAGenerator(dev.index() < 0 ? 0 : dev.index());
-  gen.set_current_seed(config.seed);
-  at::Tensor eos = at::tensor(config.eos_ids.empty() ? std::vector<int64_t>{-1} : config.eos_ids, at::kLong).to(dev);
-  at::Tensor toks = at::empty({B, N}, lopt), lps = at::empty({B, N}, lopt.dtype(at::kFloat));
-  at::Tensor slps = at::empty({B, N}, lopt.dtype(at::kFloat));
-  at::Tensor finished = at::zeros({B}, lopt.dtype(at::kBool));
-
-  DecodeStep step(m, cache);
-  step.slot_1.fill_(Tp);
-  const int64_t L = m.num_moe_layers(), K = m.arch().router_config(m.config()).top_k;
-  at::Tensor routes_NLBK;  // record_routing: step t's ids (t >= 1 feeds the token sampled at t - 1)
-  if (config.record_routing) {
-    step.routing_LBK = at::zeros({L, B, K}, lopt);
-    routes_NLBK = at::full({N, L, B, K}, -1, lopt);
+  cache.use_row_cursors();
+  GraphDecoder dec(m, cache, config, table, rec);
+  dec.start_rows(head_rows, prefill.prompt_slots, prefill.logits_BV.contiguous());
+  dec.set_prefill_only();
+  int64_t steps = 0;
+  while (true) {
+    dec.run_window(use_graph, steps);
+    if (table.running() == 0 && !table.waiting()) break;
+    const std::vector<int64_t> refill = table.admit();
+    if (refill.empty()) continue;
+    Admitted a = admit_rows(m, cache, refill, prompts_of(refill), config.pad_id, config.share_prefill, rec);
+    dec.start_rows(refill, a.prompt_slots, a.logits_BV);
   }
-  std::unique_ptr<at::cuda::CUDAGraph> graph;
-  at::Tensor graph_logits;
-  at::Tensor logits = first_logits;
-  for (int64_t t = 0; t < N; ++t) {
-    if (config.cancel && config.cancel()) throw GenerationCancelled(t);  // host-side: no device sync
-    if (t > 0) {
-      if (use_graph && !graph && t == 1) {
-        graph = capture_decode(step, graph_logits);
-        use_graph = graph != nullptr;
-      }
-      if (graph) {
-        graph->replay();
-        logits = graph_logits;
-      } else {
-        logits = step.run();
-      }
-      if (routes_NLBK.defined()) routes_NLBK.select(0, t).copy_(step.routing_LBK);
-    }
-    Sampled smp = sample(logits, s, gen);
-    at::Tensor tok = smp.tok.masked_fill(finished, config.pad_id);
-    toks.select(1, t).copy_(tok);
-    lps.select(1, t).copy_(smp.lp);
-    slps.select(1, t).copy_(smp.slp);
-    finished.logical_or_(at::isin(tok, eos).logical_and(finished.logical_not()));
-    // Next step's inputs: stopped rows feed a masked pad token (batch shape stays fixed).
-    step.tok_B.copy_(tok.masked_fill(finished, config.pad_id));
-    if (t > 0) {
-      step.slot_1.add_(1);
-      cache.next_pos.add_(step.active_B.to(at::kLong));
-    } else {
-      // cache.next_pos already counts the prompt (prefill); the first decode writes slot Tp.
-    }
-    step.active_B.copy_(finished.logical_not());
-  }
-  cache.length = Tp + N - 1;
-  st.used_graph = graph != nullptr;
-
-  at::Tensor toks_c = toks.cpu(), lps_c = lps.cpu(), slps_c = slps.cpu();
-  at::Tensor routes_c = routes_NLBK.defined() ? routes_NLBK.to(at::kInt).cpu().contiguous() : at::Tensor();
-  std::vector<Generation> out(B);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t* tk = toks_c[b].data_ptr<int64_t>();
-    const float* l = lps_c[b].data_ptr<float>();
-    const float* sl = slps_c[b].data_ptr<float>();
-    for (int64_t t = 0; t < N; ++t) {
-      out[b].tokens.push_back(tk[t]);
-      out[b].logprobs.push_back(l[t]);
-      out[b].sample_logprobs.push_back(s.greedy ? 0.f : sl[t]);
-      if (std::find(config.eos_ids.begin(), config.eos_ids.end(), tk[t]) != config.eos_ids.end()) {
-        out[b].finish = FinishReason::kEos;
-        break;
-      }
-      if (config.stop && config.stop(out[b].tokens)) {  // the device kept going; the row ends here
-        out[b].finish = FinishReason::kStop;
-        break;
-      }
-    }
-    if (routes_c.defined()) {
-      // The prompt (prefill), then each generated token but the last: fed at steps 1..n-1.
-      out[b].routed_experts = recorder.take(b);
-      const int64_t n = static_cast<int64_t>(out[b].tokens.size());
-      for (int64_t t = 1; t < n; ++t) {
-        at::Tensor ids_LK = routes_c[t].select(1, b).contiguous();
-        const int32_t* p = ids_LK.data_ptr<int32_t>();
-        out[b].routed_experts.insert(out[b].routed_experts.end(), p, p + L * K);
-      }
-    }
-  }
-  return out;
+  st.used_graph = dec.used_graph();
+  st.steps = steps;
+  return table.take();
 }
 
 }  // namespace moerl::model::cuda

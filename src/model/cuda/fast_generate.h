@@ -2,7 +2,9 @@
 // Model::forward (KV cache on the GPU); each later token runs a static-shape decode step
 // (embedding, attention over the whole cache under its validity mask, grouped-GEMM experts,
 // head) that is captured once and replayed; sampling (Gumbel-max at the temperature) and the
-// stop bookkeeping stay on the GPU, and tokens reach the host once, at the end.
+// stop bookkeeping stay on the GPU, and tokens reach the host once per window of 8 steps.
+// Then ended rows are refilled with waiting prompts (GenerateConfig::batch_rows: continuous
+// batching) and the loop stops once every row has ended.
 //
 //   model::cuda::install_cuda_experts();
 //   auto out = model::cuda::fast_generate(model, prompts, gen_config);  // as model::generate
@@ -16,6 +18,7 @@
 // Not thread-safe for one Model. Errors: as model::generate (empty prompts, bad ids).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "model/generate.h"
@@ -26,6 +29,7 @@ namespace moerl::model::cuda {
 struct FastGenerateStats {
   bool used_graph = false;  // false: graph capture failed or was off; steps ran eagerly
   bool fell_back = false;   // settings outside the fast path: model::generate ran
+  int64_t steps = 0;        // tokens sampled per row slot (decode steps, in windows of 8)
 };
 
 // Whether fast_generate runs the graph path for this model and these settings.

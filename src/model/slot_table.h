@@ -1,0 +1,50 @@
+// The rows of a decode batch and the sequences they hold: continuous batching's bookkeeping,
+// host side, shared by generate() and the CUDA-graph path. Sequences wait in input order; a
+// row whose sequence ends (EOS, a stop string, its token cap) takes the next waiting one at
+// the next admit(), instead of idling until the batch's longest sequence ends.
+//
+//   SlotTable t(prompts.size(), /*rows=*/64, config);
+//   for (int64_t row : t.admit()) ... prefill t.sequence(row) into `row`
+//   int64_t ended = t.push(row, token, lp, slp);  // >= 0: that sequence ended, the row is free
+//   std::vector<Generation> out = t.take();       // in input order
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/generate.h"
+
+namespace moerl::model {
+
+class SlotTable {
+ public:
+  // Errors: rows < 1, or a per-prompt cap list of the wrong length or with a value outside
+  // [1, max_new_tokens].
+  SlotTable(int64_t sequences, int64_t rows, const GenerateConfig& config);
+
+  int64_t rows() const { return static_cast<int64_t>(row_seq_.size()); }
+  // Gives free rows the next waiting sequences, lowest row first; returns those rows.
+  std::vector<int64_t> admit();
+  int64_t sequence(int64_t row) const { return row_seq_[row]; }  // -1: free
+  bool busy(int64_t row) const { return row_seq_[row] >= 0; }
+  int64_t cap(int64_t sequence) const { return caps_[sequence]; }
+  // Appends a sampled token to the row's sequence (a busy row). Returns the sequence when the
+  // token ended it (its Generation::finish is set; the row is free), else -1.
+  int64_t push(int64_t row, int64_t token, float logprob, float sample_logprob);
+  Generation& output(int64_t sequence) { return out_[sequence]; }
+  int64_t running() const { return running_; }  // busy rows
+  bool waiting() const { return next_ < static_cast<int64_t>(out_.size()); }
+  std::vector<Generation> take() { return std::move(out_); }
+
+ private:
+  const GenerateConfig& config_;
+  std::vector<Generation> out_;
+  std::vector<int64_t> caps_;
+  std::vector<int64_t> row_seq_;
+  int64_t next_ = 0, running_ = 0;
+};
+
+// Rows decoded at once for `sequences` prompts under `config` (GenerateConfig::batch_rows).
+int64_t decode_rows(int64_t sequences, const GenerateConfig& config);
+
+}  // namespace moerl::model
