@@ -2,7 +2,7 @@
 // of 2, 2 of 1 and 1 of 4; here also 3 nodes of 2): the inter-node rows it sends are one per (token, other node)
 // as counted independently from every rank's inputs, fewer than a flat dispatch's one per
 // (token, other rank); it delivers what fabric delivers; a bad LOCAL_WORLD_SIZE is an error
-// naming it; the node split of the routing and the source-node tag of the forwarded ids.
+// naming it; the node split of the routing.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -146,8 +146,8 @@ TEST(EpHier, CountsTwoNodesOfTwo) {
 TEST(EpHier, CountsTwoNodesOfOne) {
   EXPECT_EQ(testing::run_ranks("hier_counts", 2, {{"LOCAL_WORLD_SIZE", "1"}}), ok(2));
 }
-// Three nodes: a forwarder's rows from the nodes before and after its own are reordered
-// around its own tokens (the conformance suite has two nodes at most).
+// Three nodes: one intra round per source node, the node before and after this one's own
+// (the conformance suite has two nodes at most).
 TEST(EpHier, CountsThreeNodesOfTwo) {
   EXPECT_EQ(testing::run_ranks("hier_counts", 6, {{"LOCAL_WORLD_SIZE", "2"}}, 180), ok(6));
 }
@@ -180,23 +180,6 @@ TEST(EpHierTopology, SplitRoutingByNode) {
   EXPECT_TRUE(s.local_idx_TK.equal(at::tensor({-1, 1, -1, 7, 0, -1, -1, 4}, at::kLong).view({2, 4})));
   EXPECT_EQ(count_distinct_groups(s.remote_idx_TK, 8), 2);  // each token: node 0 once
   EXPECT_EQ(count_distinct_groups(s.remote_idx_TK, 4), 3);  // ranks: {0}, {0, 1}
-}
-
-TEST(EpHierTopology, SourceNodeTagRoundTrip) {
-  // 2 experts per rank, 2 ranks per node, 3 nodes: rank l' of a node holds tagged ids
-  // [6 l', 6 l' + 6); node-local expert j = 2 l' + e from node m is 6 l' + 2 m + e.
-  at::Tensor idx = at::tensor({0, 3, -1, 2, 1, -1}, at::kLong).view({2, 3});
-  at::Tensor node = at::tensor({2, 1}, at::kLong);
-  at::Tensor tagged = tag_source_node(idx, node, 2, 3);
-  EXPECT_TRUE(tagged.equal(at::tensor({4, 11, -1, 8, 3, -1}, at::kLong).view({2, 3}))) << tagged;
-  // What rank l' = 1 receives of the second row (its slot 8 -> local 2; slot 3 is rank 0's).
-  UntaggedRows u = untag_source_node(at::tensor({-1, 2, -1}, at::kLong).view({1, 3}), 2);
-  EXPECT_TRUE(u.local_idx_NK.equal(at::tensor({-1, 0, -1}, at::kLong).view({1, 3})));
-  EXPECT_EQ(u.source_node_N.item<int64_t>(), 1);
-  // Rank 0 receives the first row with local ids as tagged (4 -> node 2, expert 0).
-  u = untag_source_node(at::tensor({4, -1, -1}, at::kLong).view({1, 3}), 2);
-  EXPECT_TRUE(u.local_idx_NK.equal(at::tensor({0, -1, -1}, at::kLong).view({1, 3})));
-  EXPECT_EQ(u.source_node_N.item<int64_t>(), 2);
 }
 
 }  // namespace

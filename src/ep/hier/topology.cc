@@ -34,22 +34,6 @@ SplitRouting split_routing(const at::Tensor& topk_idx_TK, int64_t experts_per_no
   return s;
 }
 
-at::Tensor tag_source_node(const at::Tensor& idx_TK, const at::Tensor& source_node_T, int64_t experts_per_rank,
-                           int num_nodes) {
-  const at::Tensor rank = idx_TK.div(experts_per_rank, "floor"), e = idx_TK - rank * experts_per_rank;
-  const at::Tensor tagged = rank * (experts_per_rank * num_nodes) + source_node_T.unsqueeze(1) * experts_per_rank + e;
-  return at::where(idx_TK.ge(0), tagged, at::full_like(idx_TK, -1));
-}
-
-UntaggedRows untag_source_node(const at::Tensor& tagged_idx_NK, int64_t experts_per_rank) {
-  UntaggedRows u;
-  const at::Tensor set = tagged_idx_NK.ge(0);
-  u.local_idx_NK = at::where(set, tagged_idx_NK.remainder(experts_per_rank), at::full_like(tagged_idx_NK, -1));
-  // Set slots of one row share its node; -1 slots are below every set one.
-  u.source_node_N = std::get<0>(tagged_idx_NK.max(1)).div(experts_per_rank, "floor");
-  return u;
-}
-
 int64_t count_distinct_groups(const at::Tensor& topk_idx_TK, int64_t group_size) {
   if (topk_idx_TK.numel() == 0) return 0;
   at::Tensor g = at::where(topk_idx_TK.ge(0), topk_idx_TK.div(group_size, "floor"), at::full_like(topk_idx_TK, -1));

@@ -33,23 +33,6 @@ struct SplitRouting {
 };
 SplitRouting split_routing(const at::Tensor& topk_idx_TK, int64_t experts_per_node, int node);
 
-// The intra-node hop's expert ids, which carry each forwarded row's source node so one
-// intra round can forward every node's rows: the intra group has experts_per_node * N
-// "tagged" experts, rank l' holding [l' * El * N, (l' + 1) * El * N), and node-local
-// expert j = l' * El + e of a row from source node m becomes l' * El * N + m * El + e
-// (El = experts per rank). The rank holding j still receives the row; it reads m back
-// from any set slot. -1 stays -1.
-//   idx_TK: int64 node-local ids or -1; source_node_T: int64 [T] on idx's device.
-at::Tensor tag_source_node(const at::Tensor& idx_TK, const at::Tensor& source_node_T, int64_t experts_per_rank,
-                           int num_nodes);
-// The inverse on the receiving rank: real local ids [0, El) or -1, and each row's source
-// node. Every row must have a set slot (a row reaches a rank only for one of its experts).
-struct UntaggedRows {
-  at::Tensor local_idx_NK;   // int64
-  at::Tensor source_node_N;  // int64
-};
-UntaggedRows untag_source_node(const at::Tensor& tagged_idx_NK, int64_t experts_per_rank);
-
 // Sum over tokens of the number of distinct groups (expert e is in group e / group_size)
 // among a token's experts, -1 entries ignored. On remote_idx_TK: with experts per node,
 // the rows the inter-node hop sends (per-node deduplication); with experts per rank, the
