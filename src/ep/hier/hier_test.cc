@@ -1,5 +1,5 @@
 // Tests of the hierarchical group beyond the conformance suite (which runs it as 2 nodes
-// of 2, 2 of 1 and 1 of 4): the inter-node rows it sends are one per (token, other node)
+// of 2, 2 of 1 and 1 of 4; here also 3 nodes of 2): the inter-node rows it sends are one per (token, other node)
 // as counted independently from every rank's inputs, fewer than a flat dispatch's one per
 // (token, other rank); it delivers what fabric delivers; a bad LOCAL_WORLD_SIZE is an error
 // naming it; the node split of the routing.
@@ -20,7 +20,7 @@
 namespace moerl::ep::hier {
 namespace {
 
-constexpr int64_t kE = 16, kT = 40, kH = 32;
+constexpr int64_t kE = 24, kT = 40, kH = 32;  // kE: divisible by 2, 3, 4 and 6 ranks
 
 enum class Pick { kUniform, kOneRemoteNode };
 
@@ -145,6 +145,11 @@ TEST(EpHier, CountsTwoNodesOfTwo) {
 }
 TEST(EpHier, CountsTwoNodesOfOne) {
   EXPECT_EQ(testing::run_ranks("hier_counts", 2, {{"LOCAL_WORLD_SIZE", "1"}}), ok(2));
+}
+// Three nodes: one intra round per source node, the node before and after this one's own
+// (the conformance suite has two nodes at most).
+TEST(EpHier, CountsThreeNodesOfTwo) {
+  EXPECT_EQ(testing::run_ranks("hier_counts", 6, {{"LOCAL_WORLD_SIZE", "2"}}, 180), ok(6));
 }
 TEST(EpHier, BadLocalWorldSizeNamesTheVariable) {
   EXPECT_EQ(testing::run_ranks("hier_bad_local_world_size", 4, {{"LOCAL_WORLD_SIZE", "3"}}, 60), ok(4));

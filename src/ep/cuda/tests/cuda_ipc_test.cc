@@ -1,8 +1,9 @@
 // cuda_ipc EP transport with 2 and 4 ranks (processes) sharing one GPU (and the fabric
-// transport with GPU payloads, staged through the host, with 2): the parent test
-// re-executes this binary per rank (worker test selected by filter, TCPStore rendezvous on
-// 127.0.0.1) and waits with a deadline. Each rank checks dispatch -> expert -> combine
-// against the closed form, in normal and low-latency mode, fresh and cached, bf16 and f32.
+// transport with GPU payloads, staged through the host, with 2; and the hierarchical group,
+// cuda_ipc within a node and fabric/tcp between nodes, as 2 nodes of 2 and 2 nodes of 1):
+// the parent test re-executes this binary per rank (worker test selected by filter, TCPStore
+// rendezvous on 127.0.0.1) and waits with a deadline. Each rank checks dispatch -> expert ->
+// combine against the closed form, in normal and low-latency mode, fresh and cached, bf16 and f32.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,25 +19,32 @@
 #include <vector>
 
 #include "ep/cuda/cuda_ipc_group.h"
+#include "ep/hier/hier_group.h"
+#include "ep/torch/world.h"
 
 namespace moerl::ep {
 namespace {
 
 // Exit codes of `world` ranks of the worker test; -1 for a rank killed at the deadline.
+// local_world_size > 0: nodes of that many ranks (LOCAL_WORLD_SIZE, LOCAL_RANK = rank % it),
+// as `moerl launch --nproc-per-node` sets them; 0: one node of every rank.
 std::vector<int> run_ranks(int world, int port, double timeout_s, bool one_gpu_each = false,
-                           const char* backend = "cuda_ipc") {
+                           const char* backend = "cuda_ipc", int local_world_size = 0) {
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
       setenv("RANK", std::to_string(r).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(local_world_size > 0 ? r % local_world_size : r).c_str(), 1);
+      if (local_world_size > 0) setenv("LOCAL_WORLD_SIZE", std::to_string(local_world_size).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("MOERL_CUDA_IPC_WORKER", one_gpu_each ? "spread" : "1", 1);
       setenv("MOERL_EP_TEST_BACKEND", backend, 1);
-      setenv("FI_PROVIDER", "tcp", 1);  // fabric: tcp on loopback
+      // fabric (and hierarchical's inter-node hop): tcp on loopback. hierarchical's intra-node
+      // hop is cuda_ipc here (the worker registers it), so no shm provider is needed.
+      setenv("FI_PROVIDER", "tcp", 1);
       setenv("FI_TCP_IFACE", "lo", 1);
       execl("/proc/self/exe", "moerl_gpu_tests", "--gtest_filter=CudaIpcWorker.*", static_cast<char*>(nullptr));
       _exit(127);
@@ -81,6 +89,16 @@ TEST(FabricGpu, TwoRanksOneGpuHostStaged) {
   EXPECT_EQ(run_ranks(2, 35000 + getpid() % 2000, 120, false, "fabric"), std::vector<int>(2, 0));
 }
 
+// The hierarchical group on GPU tensors: the intra-node hop is cuda_ipc (ranks sharing the
+// GPU), the inter-node hop fabric over tcp with host staging; the same closed-form checks.
+TEST(HierGpu, FourRanksOneGpuAsTwoNodesOfTwo) {
+  EXPECT_EQ(run_ranks(4, 37000 + getpid() % 2000, 180, false, "hierarchical", 2), std::vector<int>(4, 0));
+}
+// One rank per node: the intra hop is the in-process loopback, every token crosses fabric.
+TEST(HierGpu, TwoRanksOneGpuAsTwoNodesOfOne) {
+  EXPECT_EQ(run_ranks(2, 39000 + getpid() % 2000, 120, false, "hierarchical", 1), std::vector<int>(2, 0));
+}
+
 double rel_err(const at::Tensor& out, const at::Tensor& ref) {
   at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
   return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
@@ -101,6 +119,9 @@ TEST(CudaIpcWorker, DispatchCombine) {
     cfg.timeout_s = 60;
     const std::string backend = std::getenv("MOERL_EP_TEST_BACKEND") ? std::getenv("MOERL_EP_TEST_BACKEND") : "cuda_ipc";
     cfg.backend = parse_backend(backend);
+    // What job::enable_gpu_paths registers (this binary does not link job/): cuda_ipc as
+    // the hierarchical group's intra-node hop.
+    if (cfg.backend == Backend::kHierarchical) detail::register_world_backend(Backend::kCudaIpc, &cuda_ipc_group_in);
     auto g = backend == "cuda_ipc" ? cuda_ipc_group(cfg, E) : make_group(cfg, E);
     const int64_t El = E / g->world_size();
     for (auto dt : {at::kBFloat16, at::kFloat}) {
@@ -135,6 +156,10 @@ TEST(CudaIpcWorker, DispatchCombine) {
         Dispatched d2 = g->dispatch(x2, idx_d, w_d, l, &d.handle);
         at::Tensor out2 = g->combine(expert(d2), d2.handle);
         EXPECT_LT(rel_err(out2, x2.to(at::kDouble).cpu() * w.sum(1, true).to(at::kDouble)), tol);
+        if (cfg.backend == Backend::kHierarchical) {  // tokens did cross between the 2 nodes
+          EXPECT_EQ(hier::hier_topology(*g).num_nodes, 2);
+          EXPECT_GT(hier::hier_stats(*g).inter_rows, 0);
+        }
       }
     }
   }
