@@ -53,6 +53,8 @@ std::shared_ptr<ep::Group> make_ep_group(const JobConfig& cfg, const io::HfConfi
   // Buffers for the largest forward: `rows` rows of at most max_position_embeddings tokens.
   ec.max_tokens_per_rank = rows * arch.max_position_embeddings;
   ec.timeout_s = cfg.ep_timeout_seconds;
+  if (!cfg.ep_intra_backend.empty()) ec.intra_backend = ep::parse_backend(cfg.ep_intra_backend);
+  ec.inter_backend = ep::parse_backend(cfg.ep_inter_backend);
   return ep::make_group(ec, arch.num_experts);
 }
 

@@ -177,7 +177,16 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
   store.done();
   ConfigTable ep = root.table("ep");
   j.ep_size = ep.integer("size", 1, {1, 4096});
-  j.ep_backend = ep.choice("backend", "loopback", {"loopback", "fabric", "alltoall", "cuda_ipc", "nccl"});
+  j.ep_backend = ep.choice("backend", "loopback", {"loopback", "fabric", "alltoall", "cuda_ipc", "nccl", "hierarchical"});
+  for (const char* hop : {"intra_backend", "inter_backend"}) {
+    if (ep.has(hop) && j.ep_backend != "hierarchical") {
+      throw Error("config: ep." + std::string(hop) + " is set but ep.backend = \"" + j.ep_backend + "\"",
+                  "the hop backends belong to backend = \"hierarchical\"; remove the key or switch the backend");
+    }
+  }
+  const std::string intra = ep.choice("intra_backend", "auto", {"auto", "fabric", "alltoall", "cuda_ipc", "nccl"});
+  j.ep_intra_backend = intra == "auto" ? "" : intra;
+  j.ep_inter_backend = ep.choice("inter_backend", "fabric", {"fabric", "alltoall", "cuda_ipc", "nccl"});
   j.ep_timeout_seconds = ep.number("timeout_seconds", 300, {1, 86400});
   ep.done();
   j.metrics = read_metrics_section(root.table("metrics"));

@@ -90,6 +90,10 @@ struct JobConfig {
   std::string store_uri;  // [store] uri; "" = <run dir>/store
   int64_t ep_size = 1;  // [ep] size: the trainer's ranks (sync: every rank of the job)
   std::string ep_backend = "loopback";
+  // backend = "hierarchical": the intra-node hop ("" = auto: cuda_ipc in GPU builds, else
+  // fabric over shm) and the inter-node hop (docs/ep-hierarchical.md).
+  std::string ep_intra_backend;
+  std::string ep_inter_backend = "fabric";
   // Every collective wait of a trainer group or rollout instance: must cover the longest local
   // work between two collectives (loading weights, scoring rewards); a dead peer fails at once.
   double ep_timeout_seconds = 300;

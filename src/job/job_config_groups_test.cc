@@ -54,6 +54,21 @@ TEST(JobConfigGroups, AnInstanceSizeInASyncJobIsRefused) {
   EXPECT_NE(e.find("runtime.mode"), std::string::npos) << e;
 }
 
+TEST(JobConfigGroups, HierarchicalBackendAndItsHopsAreRead) {
+  JobConfig j = parse({"ep.backend=\"hierarchical\"", "ep.intra_backend=\"fabric\"", "ep.inter_backend=\"alltoall\""});
+  EXPECT_EQ(j.ep_backend, "hierarchical");
+  EXPECT_EQ(j.ep_intra_backend, "fabric");
+  EXPECT_EQ(j.ep_inter_backend, "alltoall");
+  j = parse({"ep.backend=\"hierarchical\""});
+  EXPECT_EQ(j.ep_intra_backend, "");  // auto
+  EXPECT_EQ(j.ep_inter_backend, "fabric");
+  std::string e = error_of({"ep.backend=\"fabric\"", "ep.intra_backend=\"fabric\""});
+  EXPECT_NE(e.find("ep.intra_backend is set but ep.backend = \"fabric\""), std::string::npos) << e;
+  e = error_of({"ep.backend=\"hierarchical\"", "ep.inter_backend=\"loopback\""});
+  EXPECT_NE(e.find("inter_backend"), std::string::npos) << e;
+  EXPECT_NE(e.find("loopback"), std::string::npos) << e;
+}
+
 TEST(JobConfigGroups, ContinuousBatchingIsReadAndRefusedUnderEpLockstep) {
   EXPECT_EQ(parse({"rollout.batch_rows=32"}).rollout.gen.batch_rows, 32);
   EXPECT_EQ(parse({"runtime.mode=\"async\"", "ep.size=2", "rollout.batch_rows=32"}).rollout.gen.batch_rows, 32);

@@ -30,6 +30,9 @@ class AllToAllGroup final : public detail::AllToAllOver<c10d::ProcessGroupGloo> 
   }
 
  protected:
+  // Gloo moves host memory: GPU payloads are staged (RoutedGroup).
+  bool moves_host_memory() const override { return true; }
+
   // The host plan, then the count exchange (rows per destination, per destination expert
   // in low-latency mode) and the top-k metadata, before any row moves.
   std::shared_ptr<RoutedState> plan(const detail::DispatchInputs& in, const Layout& layout) override {

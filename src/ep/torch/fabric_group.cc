@@ -52,25 +52,11 @@ class FabricGroup final : public detail::RoutedGroup {
   }
 
  protected:
-  // Payloads on a GPU go through host memory (staged copies; registering device memory with
-  // FI_HMEM is not built): rows and received top-k metadata come back on the payload's device.
+  // Payloads on a GPU go through host memory (registering device memory with FI_HMEM is not
+  // built): RoutedGroup stages them.
+  bool moves_host_memory() const override { return true; }
+
   at::Tensor dispatch_rows(const at::Tensor& x, const std::shared_ptr<RoutedState>& st, Meta meta) override {
-    if (x.is_cpu()) return host_dispatch_rows(x, st, meta);
-    at::Tensor recv = host_dispatch_rows(x.to(at::kCPU), st, meta).to(x.device());
-    if (meta == Meta::kExchange) {
-      st->recv_topk_idx_NK = st->recv_topk_idx_NK.to(x.device());
-      st->recv_topk_weights_NK = st->recv_topk_weights_NK.to(x.device());
-    }
-    return recv;
-  }
-
-  at::Tensor combine_rows(const at::Tensor& y, const RoutedState& st) override {
-    if (y.is_cpu()) return host_combine_rows(y, st);
-    return host_combine_rows(y.to(at::kCPU), st).to(y.device());
-  }
-
- private:
-  at::Tensor host_dispatch_rows(const at::Tensor& x, const std::shared_ptr<RoutedState>& st, Meta meta) {
     const auto dtype = detail::payload_dtype(x, "x");
     const int64_t H = x.size(1);
     const int64_t row_bytes = H * kernels::dtype_size(dtype);
@@ -170,7 +156,7 @@ class FabricGroup final : public detail::RoutedGroup {
     return recv;
   }
 
-  at::Tensor host_combine_rows(const at::Tensor& y, const RoutedState& st) {
+  at::Tensor combine_rows(const at::Tensor& y, const RoutedState& st) override {
     const auto dtype = detail::payload_dtype(y, "combine input y");
     const int64_t H = y.size(1);
     const int64_t row_bytes = H * kernels::dtype_size(dtype);
@@ -268,6 +254,7 @@ class FabricGroup final : public detail::RoutedGroup {
     return out;
   }
 
+ private:
   static uint64_t tag(uint32_t seq, int src) { return (static_cast<uint64_t>(seq) << 24) | static_cast<uint64_t>(src); }
   size_t send_offset(int d) const { return static_cast<size_t>(d) * region_bytes_; }
   size_t recv_offset(int s) const { return static_cast<size_t>(num_ranks_ + s) * region_bytes_; }

@@ -152,7 +152,13 @@ Dispatched RoutedGroup::dispatch(const at::Tensor& x_TH, const at::Tensor& topk_
   }
   payload_dtype(x, "x");
   if (buffers_) buffers_->check_row_bytes(x.size(1) * x.element_size(), "x", name_);
-  at::Tensor recv_x_NH = dispatch_rows(x, st, cached ? Meta::kReuse : Meta::kExchange);
+  const bool staged = moves_host_memory() && !x.is_cpu();
+  at::Tensor recv_x_NH = dispatch_rows(staged ? x.cpu() : x, st, cached ? Meta::kReuse : Meta::kExchange);
+  if (staged) {
+    recv_x_NH = recv_x_NH.to(x.device());
+    st->recv_topk_idx_NK = st->recv_topk_idx_NK.to(x.device());
+    st->recv_topk_weights_NK = st->recv_topk_weights_NK.to(x.device());
+  }
   return make_dispatched(st, std::move(recv_x_NH));
 }
 
@@ -161,6 +167,7 @@ at::Tensor RoutedGroup::combine(const at::Tensor& y_NH, const Handle& handle) {
   check_device(y_NH, "y");
   at::Tensor y = check_combine_input(y_NH, st->num_recv);
   if (buffers_) buffers_->check_row_bytes(y.size(1) * y.element_size(), "combine input y", name_);
+  if (moves_host_memory() && !y.is_cpu()) return combine_rows(y.cpu(), *st).to(y.device());
   return combine_rows(y, *st);
 }
 

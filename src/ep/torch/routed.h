@@ -100,6 +100,9 @@ class RoutedGroup : public Group {
   virtual at::Tensor combine_rows(const at::Tensor& y_NH, const RoutedState& st) = 0;
   // Throws unless `t` is where this backend's payloads must live (default: anywhere).
   virtual void check_device(const at::Tensor& t, const char* what) const {}
+  // True for transports of host memory (fabric, Gloo): dispatch and combine then stage a GPU
+  // payload through the host, and the rows and received top-k metadata come back on its device.
+  virtual bool moves_host_memory() const { return false; }
 
   // Immutable after construction.
   const std::string name_;

@@ -88,6 +88,11 @@ TEST(CudaIpc, OneRankPerGpu) {
 TEST(FabricGpu, TwoRanksOneGpuHostStaged) {
   EXPECT_EQ(run_ranks(2, 35000 + getpid() % 2000, 120, false, "fabric"), std::vector<int>(2, 0));
 }
+// The all-to-all baseline (c10d Gloo) likewise, so `bench rl-ep` can compare with it on a GPU
+// whose ranks share it (NCCL refuses two ranks on one GPU).
+TEST(AllToAllGpu, TwoRanksOneGpuHostStaged) {
+  EXPECT_EQ(run_ranks(2, 41000 + getpid() % 2000, 120, false, "alltoall"), std::vector<int>(2, 0));
+}
 
 // The hierarchical group on GPU tensors: the intra-node hop is cuda_ipc (ranks sharing the
 // GPU), the inter-node hop fabric over tcp with host staging; the same closed-form checks.
@@ -148,6 +153,7 @@ TEST(CudaIpcWorker, DispatchCombine) {
           return (dd.recv_x_NH.to(at::kFloat) * s).to(dt);
         };
         at::Tensor out = g->combine(expert(d), d.handle);
+        EXPECT_TRUE(d.recv_x_NH.is_cuda() && d.recv_topk_idx_NK.is_cuda() && out.is_cuda()) << backend;
         at::Tensor ref = x.to(at::kDouble).cpu() * w.sum(1, true).to(at::kDouble);
         const double tol = dt == at::kFloat ? 1e-5 : 2e-2;
         EXPECT_LT(rel_err(out, ref), tol) << "rank " << rank << " mode " << mode_name(mode);
