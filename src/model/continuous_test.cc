@@ -13,11 +13,6 @@
 namespace moerl::model {
 namespace {
 
-std::vector<std::vector<int64_t>> ragged_prompts() {
-  return {{1, 7, 9, 3, 12}, {1, 4}, {1, 30, 2, 8}, {1, 4}, {1, 5, 6, 7, 8, 9, 10, 11}, {1, 30, 2, 8},
-          {1, 2},           {1, 4}, {1, 17, 3}};
-}
-
 GenerateConfig skewed_greedy() {
   GenerateConfig g;
   g.max_new_tokens = 9;
@@ -27,22 +22,11 @@ GenerateConfig skewed_greedy() {
   return g;
 }
 
-void expect_same(const std::vector<Generation>& x, const std::vector<Generation>& y, const std::string& what) {
-  ASSERT_EQ(x.size(), y.size()) << what;
-  for (size_t s = 0; s < x.size(); ++s) {
-    EXPECT_EQ(x[s].tokens, y[s].tokens) << what << ": prompt " << s;
-    EXPECT_EQ(x[s].finish, y[s].finish) << what << ": prompt " << s;
-    EXPECT_EQ(x[s].routed_experts, y[s].routed_experts) << what << ": prompt " << s;
-    ASSERT_EQ(x[s].logprobs.size(), y[s].logprobs.size()) << what << ": prompt " << s;
-    for (size_t t = 0; t < x[s].logprobs.size(); ++t) EXPECT_NEAR(x[s].logprobs[t], y[s].logprobs[t], 1e-5) << what;
-  }
-}
-
 class ContinuousBatching : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ContinuousBatching, GreedyEqualsStaticBatching) {
   Model m = init_random(testing::tiny_config(GetParam()), 21);
-  const auto prompts = ragged_prompts();
+  const auto prompts = testing::ragged_prompts();
   const GenerateConfig g = skewed_greedy();
   const std::vector<Generation> all = generate(m, prompts, g);
   for (size_t s = 0; s < prompts.size(); ++s) {
@@ -51,15 +35,16 @@ TEST_P(ContinuousBatching, GreedyEqualsStaticBatching) {
   for (int64_t rows : {1, 2, 3, 8}) {
     GenerateConfig c = g;
     c.batch_rows = rows;
-    expect_same(generate(m, prompts, c), all, std::to_string(rows) + " rows");
+    testing::expect_same_generations(generate(m, prompts, c), all, 1e-5, std::to_string(rows) + " rows");
     c.share_prefill = false;
-    expect_same(generate(m, prompts, c), all, std::to_string(rows) + " rows, no shared prefill");
+    testing::expect_same_generations(generate(m, prompts, c), all, 1e-5,
+                                     std::to_string(rows) + " rows, no shared prefill");
   }
 }
 
 TEST_P(ContinuousBatching, EosAndStopEndRowsAsInStaticBatching) {
   Model m = init_random(testing::tiny_config(GetParam()), 22);
-  const auto prompts = ragged_prompts();
+  const auto prompts = testing::ragged_prompts();
   GenerateConfig g = skewed_greedy();
   g.max_new_tokens_per_prompt.clear();
   // An EOS and a stop token that this model does produce, so some rows end early.
@@ -73,7 +58,7 @@ TEST_P(ContinuousBatching, EosAndStopEndRowsAsInStaticBatching) {
   EXPECT_GE(ended_early, 2);
   GenerateConfig c = g;
   c.batch_rows = 2;
-  expect_same(generate(m, prompts, c), all, "2 rows");
+  testing::expect_same_generations(generate(m, prompts, c), all, 1e-5, "2 rows");
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ContinuousBatching, ::testing::Values("qwen3_moe", "deepseek_v3"));

@@ -7,11 +7,13 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "base/error.h"
 #include "io/hf_config.h"
+#include "model/generate.h"
 #include "model/model.h"
 
 namespace moerl::model::testing {
@@ -172,5 +174,25 @@ class ShapeOnlyGroup final : public ep::Group {
   int rank_, world_;
   int64_t e_;
 };
+
+// Ragged prompts with repeats (refills share a prefill) for the continuous-batching tests.
+inline std::vector<std::vector<int64_t>> ragged_prompts() {
+  return {{1, 7, 9, 3, 12}, {1, 4}, {1, 30, 2, 8}, {1, 4}, {1, 5, 6, 7, 8, 9, 10, 11}, {1, 30, 2, 8},
+          {1, 2},           {1, 4}, {1, 17, 3}};
+}
+
+// Two generate() results agree prompt by prompt: tokens, finish reasons and routing records
+// exactly, logprobs within `tol`.
+inline void expect_same_generations(const std::vector<Generation>& x, const std::vector<Generation>& y, double tol,
+                                    const std::string& what) {
+  ASSERT_EQ(x.size(), y.size()) << what;
+  for (size_t s = 0; s < x.size(); ++s) {
+    EXPECT_EQ(x[s].tokens, y[s].tokens) << what << ": prompt " << s;
+    EXPECT_EQ(x[s].finish, y[s].finish) << what << ": prompt " << s;
+    EXPECT_EQ(x[s].routed_experts, y[s].routed_experts) << what << ": prompt " << s;
+    ASSERT_EQ(x[s].logprobs.size(), y[s].logprobs.size()) << what << ": prompt " << s;
+    for (size_t t = 0; t < x[s].logprobs.size(); ++t) EXPECT_NEAR(x[s].logprobs[t], y[s].logprobs[t], tol) << what;
+  }
+}
 
 }  // namespace moerl::model::testing

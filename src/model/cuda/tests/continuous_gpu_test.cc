@@ -24,22 +24,6 @@ Model sharp(const std::string& arch, uint64_t seed) {
   return m;
 }
 
-std::vector<std::vector<int64_t>> ragged_prompts() {
-  return {{1, 7, 9, 3, 12}, {1, 4}, {1, 30, 2, 8}, {1, 4}, {1, 5, 6, 7, 8, 9, 10, 11}, {1, 30, 2, 8},
-          {1, 2},           {1, 4}, {1, 17, 3}};
-}
-
-void expect_same(const std::vector<Generation>& x, const std::vector<Generation>& y, const std::string& what) {
-  ASSERT_EQ(x.size(), y.size()) << what;
-  for (size_t s = 0; s < x.size(); ++s) {
-    EXPECT_EQ(x[s].tokens, y[s].tokens) << what << ": prompt " << s;
-    EXPECT_EQ(x[s].finish, y[s].finish) << what << ": prompt " << s;
-    EXPECT_EQ(x[s].routed_experts, y[s].routed_experts) << what << ": prompt " << s;
-    ASSERT_EQ(x[s].logprobs.size(), y[s].logprobs.size()) << what << ": prompt " << s;
-    for (size_t t = 0; t < x[s].logprobs.size(); ++t) EXPECT_NEAR(x[s].logprobs[t], y[s].logprobs[t], 0.05) << what;
-  }
-}
-
 class FastContinuous : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FastContinuous, GreedyEqualsStaticBatchingTokenForToken) {
@@ -50,7 +34,7 @@ TEST_P(FastContinuous, GreedyEqualsStaticBatchingTokenForToken) {
   g.record_routing = true;
   g.max_new_tokens_per_prompt = {3, 20, 5, 1, 17, 9, 2, 12, 6};
   cuda::FastGenerateStats st;
-  const std::vector<Generation> all = cuda::fast_generate(m, ragged_prompts(), g, true, &st);
+  const std::vector<Generation> all = cuda::fast_generate(m, testing::ragged_prompts(), g, true, &st);
   EXPECT_TRUE(st.used_graph);
   EXPECT_FALSE(st.fell_back);
   for (size_t s = 0; s < all.size(); ++s) {
@@ -60,17 +44,21 @@ TEST_P(FastContinuous, GreedyEqualsStaticBatchingTokenForToken) {
     GenerateConfig c = g;
     c.batch_rows = rows;
     cuda::FastGenerateStats cs;
-    expect_same(cuda::fast_generate(m, ragged_prompts(), c, true, &cs), all, std::to_string(rows) + " rows, graph");
+    const std::string what = std::to_string(rows) + " rows";
+    testing::expect_same_generations(cuda::fast_generate(m, testing::ragged_prompts(), c, true, &cs), all, 0.05,
+                                     what + ", graph");
     EXPECT_TRUE(cs.used_graph);
-    expect_same(cuda::fast_generate(m, ragged_prompts(), c, false), all, std::to_string(rows) + " rows, eager");
+    testing::expect_same_generations(cuda::fast_generate(m, testing::ragged_prompts(), c, false), all, 0.05,
+                                     what + ", eager");
   }
   // An EOS this model produces ends some rows early; the refills still match.
   g.max_new_tokens_per_prompt.clear();
   g.eos_ids = {all[1].tokens[4]};
-  const std::vector<Generation> eos_all = cuda::fast_generate(m, ragged_prompts(), g, true);
+  const std::vector<Generation> eos_all = cuda::fast_generate(m, testing::ragged_prompts(), g, true);
   GenerateConfig c = g;
   c.batch_rows = 2;
-  expect_same(cuda::fast_generate(m, ragged_prompts(), c, true), eos_all, "2 rows with EOS");
+  testing::expect_same_generations(cuda::fast_generate(m, testing::ragged_prompts(), c, true), eos_all, 0.05,
+                                   "2 rows with EOS");
 }
 
 TEST_P(FastContinuous, SharedPrefillEqualsPrefillingEveryRow) {
@@ -85,7 +73,8 @@ TEST_P(FastContinuous, SharedPrefillEqualsPrefillingEveryRow) {
   g.record_routing = true;
   GenerateConfig each = g;
   each.share_prefill = false;
-  expect_same(cuda::fast_generate(m, grouped, g, true), cuda::fast_generate(m, grouped, each, true), "shared prefill");
+  testing::expect_same_generations(cuda::fast_generate(m, grouped, g, true), cuda::fast_generate(m, grouped, each, true),
+                                   0.05, "shared prefill");
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, FastContinuous, ::testing::Values("qwen3_moe", "deepseek_v3"));
