@@ -63,23 +63,8 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
   SlotTable table(B, R, config);
   RoutingRecorder recorder(R);
   RoutingRecorder* rec = config.record_routing ? &recorder : nullptr;
-  auto prompts_of = [&](const std::vector<int64_t>& rows) {
-    std::vector<std::vector<int64_t>> p;
-    for (int64_t r : rows) p.push_back(prompts[table.sequence(r)]);
-    return p;
-  };
-  // The first R prompts; every row's cache fits the longest prompt of all plus the longest cap.
-  const std::vector<std::vector<int64_t>> head = prompts_of(table.admit());
-  auto longest = [](const std::vector<std::vector<int64_t>>& ps) {
-    size_t n = 0;
-    for (const auto& p : ps) n = std::max(n, p.size());
-    return static_cast<int64_t>(n);
-  };
-  Prefill prefill = prefill_prompts(model, head, config.pad_id, longest(prompts) - longest(head) + config.max_new_tokens,
-                                    config.share_prefill, rec);
-  KvCache& cache = prefill.cache;
-  cache.use_row_cursors();
-  at::Tensor logits_BV = prefill.logits_BV;
+  KvCache cache;
+  at::Tensor logits_BV = admit_waiting(model, cache, table, prompts, config, rec).logits_BV;  // the first R
   std::vector<int64_t> first(R);
   at::Tensor step_mask = at::ones({R, 1}, at::kLong);
   for (int64_t step = 0;; ++step) {
@@ -103,14 +88,13 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
         step_mask.data_ptr<int64_t>()[r] = fed ? 1 : 0;
         first[r] = fed ? 0 : 1;
       }
-      ForwardOutput o = model.forward({next.unsqueeze(1).to(dev), step_mask.to(dev), {}, &cache});
+      ForwardOutput o = model.forward({next.unsqueeze(1).to(dev), step_mask, {}, &cache});  // host mask: see Model::forward
       if (rec) recorder.add(o.routing, 1, first);
       logits_BV = o.logits_BTV.select(1, 0);
     }
-    const std::vector<int64_t> refill = table.admit();
-    if (!refill.empty()) {
-      Admitted a = admit_rows(model, cache, refill, prompts_of(refill), config.pad_id, config.share_prefill, rec);
-      logits_BV = logits_BV.index_copy(0, at::tensor(refill, at::kLong).to(dev), a.logits_BV);
+    const Admitted refill = admit_waiting(model, cache, table, prompts, config, rec);
+    if (!refill.rows.empty()) {
+      logits_BV = logits_BV.index_copy(0, at::tensor(refill.rows, at::kLong).to(dev), refill.logits_BV);
     }
   }
   return table.take();  // every row ended by its cap at the latest

@@ -202,7 +202,7 @@ ForwardOutput Model::forward(const ForwardInput& in) {
   int64_t start = 0;
   at::Tensor pos = (mask.cumsum(1) - 1).clamp_min(0);
   if (cache != nullptr) {
-    start = row_cursors ? *std::max_element(cache->row_fill.begin(), cache->row_fill.end()) : cache->length;
+    start = cache->length;  // with per-row cursors: the furthest one
     if (cache->batch() != B || start + T > cache->capacity()) {
       throw Error("KV cache [batch " + std::to_string(cache->batch()) + ", capacity " +
                       std::to_string(cache->capacity()) + ", used " + std::to_string(start) + "] cannot take " +
@@ -274,8 +274,11 @@ ForwardOutput Model::forward(const ForwardInput& in) {
     if (out.logits_BTV.scalar_type() != at::kDouble) out.logits_BTV = out.logits_BTV.to(at::kFloat);
   }
   if (row_cursors) {
-    at::Tensor fed = mask.select(1, 0).cpu();
-    for (int64_t b = 0; b < B; ++b) cache->row_fill[b] += fed.data_ptr<int64_t>()[b] != 0 ? 1 : 0;
+    // The caller's mask as given (generate() keeps it on the host): no device sync per step.
+    const at::Tensor fed =
+        (in.attention_mask.defined() ? in.attention_mask : mask).select(1, 0).to(at::kCPU, at::kLong).contiguous();
+    const int64_t* f = fed.data_ptr<int64_t>();
+    for (int64_t b = 0; b < B; ++b) cache->row_fill[b] += f[b] != 0 ? 1 : 0;
     cache->length = *std::max_element(cache->row_fill.begin(), cache->row_fill.end());
     cache->next_pos.add_(mask.sum(1));
   } else if (cache != nullptr) {

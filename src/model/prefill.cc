@@ -1,6 +1,7 @@
 // prefill_prompts(): dedupe, left-pad, one forward, copy rows out.
 #include "model/prefill.h"
 
+#include <algorithm>
 #include <map>
 
 #include "base/error.h"
@@ -72,17 +73,37 @@ Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& p
   return p;
 }
 
-Admitted admit_rows(Model& model, KvCache& cache, const std::vector<int64_t>& rows,
-                    const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id, bool share,
-                    RoutingRecorder* recorder) {
-  const int64_t k = static_cast<int64_t>(rows.size());
-  RoutingRecorder mine(k);
-  Prefill p = prefill_prompts(model, prompts, pad_id, /*new_tokens=*/0, share, recorder ? &mine : nullptr);
-  cache.put_rows(p.cache, rows);
-  if (recorder != nullptr) {
-    for (int64_t i = 0; i < k; ++i) recorder->append(rows[i], mine.take(i));
+Admitted admit_waiting(Model& model, KvCache& cache, SlotTable& table,
+                       const std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config,
+                       RoutingRecorder* recorder) {
+  Admitted a;
+  a.rows = table.admit();
+  if (a.rows.empty()) return a;
+  std::vector<std::vector<int64_t>> mine;
+  size_t longest_all = 0, longest_mine = 0;
+  for (const auto& p : prompts) longest_all = std::max(longest_all, p.size());
+  for (int64_t r : a.rows) {
+    mine.push_back(prompts[table.sequence(r)]);
+    longest_mine = std::max(longest_mine, mine.back().size());
   }
-  return {p.logits_BV, p.prompt_slots};
+  const bool first = !cache.valid.defined();
+  const int64_t k = static_cast<int64_t>(a.rows.size());
+  RoutingRecorder theirs(k);
+  const int64_t new_tokens = first ? static_cast<int64_t>(longest_all - longest_mine) + config.max_new_tokens : 0;
+  Prefill p = prefill_prompts(model, mine, config.pad_id, new_tokens, config.share_prefill,
+                              recorder != nullptr ? &theirs : nullptr);
+  if (first) {
+    cache = std::move(p.cache);  // rows 0..k-1: a fresh table admits them in order
+    cache.use_row_cursors();
+  } else {
+    cache.put_rows(p.cache, a.rows);
+  }
+  if (recorder != nullptr) {
+    for (int64_t i = 0; i < k; ++i) recorder->append(a.rows[i], theirs.take(i));
+  }
+  a.logits_BV = p.logits_BV;
+  a.prompt_slots = p.prompt_slots;
+  return a;
 }
 
 }  // namespace moerl::model

@@ -18,6 +18,7 @@
 
 #include "model/model.h"
 #include "model/routing_record.h"
+#include "model/slot_table.h"
 
 namespace moerl::model {
 
@@ -38,15 +39,18 @@ void check_prompts(const std::vector<std::vector<int64_t>>& prompts);
 Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
                         int64_t new_tokens, bool share, RoutingRecorder* recorder);
 
-// Continuous batching's refill: prefills `prompts` (shared as above) into a fresh cache and
-// moves them into `rows` of `cache` (per-row cursors, KvCache::put_rows). Returns their
-// last-position logits [rows, V]; `recorder` (may be null) gets the prompts' routing at those rows.
+// Continuous batching (model/slot_table.h), for generate() and the CUDA-graph path: gives the
+// table's free rows the waiting prompts and prefills them (shared as above). The first call,
+// on an empty cache, makes it: rows sized for the longest of all `prompts` plus
+// max_new_tokens, with per-row cursors. Later calls prefill into a fresh cache and move the
+// rows in (KvCache::put_rows). `recorder` (may be null) gets the prompts' routing at their rows.
 struct Admitted {
-  at::Tensor logits_BV;
-  int64_t prompt_slots = 0;  // where the admitted rows' cursors now stand
+  std::vector<int64_t> rows;  // the rows given prompts (empty: none waited, or none was free)
+  at::Tensor logits_BV;       // their last-position logits [rows, V]
+  int64_t prompt_slots = 0;   // where their cursors now stand
 };
-Admitted admit_rows(Model& model, KvCache& cache, const std::vector<int64_t>& rows,
-                    const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id, bool share,
-                    RoutingRecorder* recorder);
+Admitted admit_waiting(Model& model, KvCache& cache, SlotTable& table,
+                       const std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config,
+                       RoutingRecorder* recorder);
 
 }  // namespace moerl::model

@@ -31,21 +31,32 @@ void KvCache::reset() {
   row_fill.clear();
 }
 
+namespace {
+
+// f(src's buffer, dst's buffer, slot dim) for every layer's keys, values or latents; the
+// validity mask and positions are the caller's.
+template <class F>
+void each_layer_buffer(const KvCache& src, KvCache& dst, const char* what, F f) {
+  MOERL_CHECK(src.k.size() == dst.k.size() && src.latent.size() == dst.latent.size())
+      << what << ": caches of different layouts";
+  for (size_t l = 0; l < dst.k.size(); ++l) {
+    f(src.k[l], dst.k[l], 2);
+    f(src.v[l], dst.v[l], 2);
+  }
+  for (size_t l = 0; l < dst.latent.size(); ++l) f(src.latent[l], dst.latent[l], 1);
+}
+
+}  // namespace
+
 void KvCache::copy_rows(const KvCache& src, const at::Tensor& rows_B) {
   const int64_t n = src.length;
-  MOERL_CHECK(src.k.size() == k.size() && src.latent.size() == latent.size())
-      << "copy_rows: caches of different layouts";
   MOERL_CHECK(rows_B.dim() == 1 && rows_B.size(0) == batch() && n <= capacity())
       << "copy_rows: " << rows_B.sizes() << " rows of " << n << " slots into a cache of " << batch() << " x "
       << capacity();
   auto take = [&](const at::Tensor& from, const at::Tensor& to, int64_t slot_dim) {
     to.narrow(slot_dim, 0, n).copy_(from.narrow(slot_dim, 0, n).index_select(0, rows_B));
   };
-  for (size_t l = 0; l < k.size(); ++l) {
-    take(src.k[l], k[l], 2);
-    take(src.v[l], v[l], 2);
-  }
-  for (size_t l = 0; l < latent.size(); ++l) take(src.latent[l], latent[l], 1);
+  each_layer_buffer(src, *this, "copy_rows", take);
   valid.zero_();
   take(src.valid, valid, 1);
   next_pos.copy_(src.next_pos.index_select(0, rows_B));
@@ -54,8 +65,6 @@ void KvCache::copy_rows(const KvCache& src, const at::Tensor& rows_B) {
 
 void KvCache::put_rows(const KvCache& src, const std::vector<int64_t>& rows) {
   const int64_t n = src.length, k = static_cast<int64_t>(rows.size());
-  MOERL_CHECK(src.k.size() == this->k.size() && src.latent.size() == latent.size())
-      << "put_rows: caches of different layouts";
   MOERL_CHECK(!row_fill.empty() && src.batch() == k && n <= capacity())
       << "put_rows: " << k << " rows of " << src.batch() << " x " << n << " slots into a cache of " << batch() << " x "
       << capacity() << (row_fill.empty() ? " without per-row cursors" : "");
@@ -63,11 +72,7 @@ void KvCache::put_rows(const KvCache& src, const std::vector<int64_t>& rows) {
   auto put = [&](const at::Tensor& from, const at::Tensor& to, int64_t slot_dim) {
     to.narrow(slot_dim, 0, n).index_copy_(0, dst, from.narrow(slot_dim, 0, n));
   };
-  for (size_t l = 0; l < this->k.size(); ++l) {
-    put(src.k[l], this->k[l], 2);
-    put(src.v[l], v[l], 2);
-  }
-  for (size_t l = 0; l < latent.size(); ++l) put(src.latent[l], latent[l], 1);
+  each_layer_buffer(src, *this, "put_rows", put);
   valid.index_fill_(0, dst, false);
   put(src.valid, valid, 1);
   next_pos.index_copy_(0, dst, src.next_pos);

@@ -135,17 +135,18 @@ class GraphDecoder {
     }
   }
 
-  // Rows just given sequences start at `prompt_slots`, first sampled from `logits_BV` rows.
-  void start_rows(const std::vector<int64_t>& rows, int64_t prompt_slots, const at::Tensor& logits_BV) {
-    at::Tensor idx = at::tensor(rows, at::kLong).to(m_.device());
+  // Rows just given sequences (admit_waiting) start at their prompt slots, first sampled from
+  // their prefill's logits.
+  void start_rows(const Admitted& a) {
+    at::Tensor idx = at::tensor(a.rows, at::kLong).to(m_.device());
     std::vector<int64_t> caps;
-    for (int64_t r : rows) caps.push_back(table_.cap(table_.sequence(r)));
+    for (int64_t r : a.rows) caps.push_back(table_.cap(table_.sequence(r)));
     live_B_.index_fill_(0, idx, true);
     count_B_.index_fill_(0, idx, 0);
     cap_B_.index_copy_(0, idx, at::tensor(caps, at::kLong).to(m_.device()));
-    step_.slot_B.index_fill_(0, idx, prompt_slots);
+    step_.slot_B.index_fill_(0, idx, a.prompt_slots);
     pending_rows_ = idx;
-    pending_logits_ = logits_BV;
+    pending_logits_ = a.logits_BV.contiguous();
   }
 
   // kWindow steps: decode (except where every row's logits come from a prefill), sample, and
@@ -266,34 +267,17 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
   SlotTable table(Q, decode_rows(Q, config), config);
   RoutingRecorder recorder(table.rows());
   RoutingRecorder* rec = config.record_routing ? &recorder : nullptr;
-  auto prompts_of = [&](const std::vector<int64_t>& rows) {
-    std::vector<std::vector<int64_t>> p;
-    for (int64_t r : rows) p.push_back(prompts[table.sequence(r)]);
-    return p;
-  };
-  auto longest = [](const std::vector<std::vector<int64_t>>& ps) {
-    size_t n = 0;
-    for (const auto& p : ps) n = std::max(n, p.size());
-    return static_cast<int64_t>(n);
-  };
-  // The first rows; every row's cache fits the longest prompt of all plus max_new_tokens.
-  const std::vector<int64_t> head_rows = table.admit();
-  const auto head = prompts_of(head_rows);
-  Prefill prefill = prefill_prompts(m, head, config.pad_id, longest(prompts) - longest(head) + config.max_new_tokens,
-                                    config.share_prefill, rec);
-  KvCache& cache = prefill.cache;
-  cache.use_row_cursors();
+  KvCache cache;
+  const Admitted head = admit_waiting(m, cache, table, prompts, config, rec);  // makes the cache
   GraphDecoder dec(m, cache, config, table, rec);
-  dec.start_rows(head_rows, prefill.prompt_slots, prefill.logits_BV.contiguous());
+  dec.start_rows(head);
   dec.set_prefill_only();
   int64_t steps = 0;
   while (true) {
     dec.run_window(use_graph, steps);
     if (table.running() == 0 && !table.waiting()) break;
-    const std::vector<int64_t> refill = table.admit();
-    if (refill.empty()) continue;
-    Admitted a = admit_rows(m, cache, refill, prompts_of(refill), config.pad_id, config.share_prefill, rec);
-    dec.start_rows(refill, a.prompt_slots, a.logits_BV);
+    const Admitted refill = admit_waiting(m, cache, table, prompts, config, rec);
+    if (!refill.rows.empty()) dec.start_rows(refill);
   }
   st.used_graph = dec.used_graph();
   st.steps = steps;
