@@ -112,7 +112,9 @@ void QueueSource::start_lead() {
   // One trainer per namespace: wait out a dead predecessor's lease, refuse a live one.
   lease_ = runtime::open_trainer_lease(cfg.runtime, "trainer-" + runtime::default_worker_id());
   if (lease_) {
-    o_.backends.buffer->set_epoch(lease_->acquire(Deadline::after_seconds(cfg.runtime.trainer_lease_seconds + 5)));
+    const uint64_t epoch = lease_->acquire(Deadline::after_seconds(cfg.runtime.trainer_lease_seconds + 5));
+    o_.backends.buffer->set_epoch(epoch);
+    o_.backends.queue->set_epoch(epoch);  // a replaced trainer that wakes cannot add tasks
     if (ctx_.opts.fresh) reset_namespace();
   }
   // Versions this life may train on: the checkpoint's lineage (none without an RL

@@ -28,6 +28,7 @@ class InProcessTaskQueue : public TaskQueue {
   void enqueue(const TaskUnit& task, Deadline deadline) override;
   bool enqueue_from(const TaskUnit& task, uint64_t next_cursor, Deadline deadline) override;
   uint64_t producer_cursor(Deadline deadline) override;
+  void set_epoch(uint64_t) override {}  // one process: nothing to fence
   std::vector<Lease> lease(const std::string& worker, int n, double lease_seconds,
                            Deadline deadline) override;
   bool renew(const Lease& lease, Deadline deadline) override;

@@ -24,6 +24,7 @@ class MeteredQueue final : public TaskQueue {
   void enqueue(const TaskUnit& t, Deadline d) override { inner_->enqueue(t, d); }
   bool enqueue_from(const TaskUnit& t, uint64_t next, Deadline d) override { return inner_->enqueue_from(t, next, d); }
   uint64_t producer_cursor(Deadline d) override { return inner_->producer_cursor(d); }
+  void set_epoch(uint64_t epoch) override { inner_->set_epoch(epoch); }
   std::vector<Lease> lease(const std::string& worker, int n, double lease_seconds, Deadline d) override {
     std::vector<Lease> out = inner_->lease(worker, n, lease_seconds, d);
     leases_.inc(static_cast<double>(out.size()));

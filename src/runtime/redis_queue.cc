@@ -64,12 +64,22 @@ end
 return {xlen, pending, handback, dead}
 )lua";
 
-// KEYS[1] tasks, KEYS[2] cursor key; ARGV[1] task bytes, ARGV[2] next cursor.
-constexpr const char* kEnqueueFromScript = R"lua(
-local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-if cur >= tonumber(ARGV[2]) then return 0 end
+// KEYS[1] tasks, KEYS[2] cursor key, KEYS[3] trainer epoch; ARGV[1] task bytes, ARGV[2] next
+// cursor ('0': enqueue without moving it), ARGV[3] the writer's epoch ('0': unfenced).
+// Returns 1 enqueued, 0 already enqueued (the cursor is there), or {'fenced', epoch now} when
+// a later trainer took the namespace. A counter below ours (a Redis that lost it) fences no
+// one: the lease's renewal puts it back (runtime/trainer_lease.cc).
+constexpr const char* kEnqueueScript = R"lua(
+if ARGV[3] ~= '0' then
+  local now = redis.call('GET', KEYS[3]) or '0'
+  if tonumber(now) > tonumber(ARGV[3]) then return {'fenced', now} end
+end
+if ARGV[2] ~= '0' then
+  local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if cur >= tonumber(ARGV[2]) then return 0 end
+  redis.call('SET', KEYS[2], ARGV[2])
+end
 redis.call('XADD', KEYS[1], '*', 'task', ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2])
 return 1
 )lua";
 
@@ -101,7 +111,7 @@ std::vector<std::string> RedisKeys::run_state() const {
 
 RedisTaskQueue::RedisTaskQueue(const RedisUrl& url, const std::string& ns, QueueOptions options,
                                RedisOptions redis)
-    : keys_(ns), options_(options), reader_(url, redis), control_(url, redis) {
+    : ns_(ns), keys_(ns), options_(options), reader_(url, redis), control_(url, redis) {
   if (options_.max_deliveries < 1) {
     throw Error("queue: max_deliveries=0, expected >= 1",
                 "set runtime.max_deliveries to the deliveries allowed before dead-lettering (e.g. 5)");
@@ -125,18 +135,27 @@ RedisReply RedisTaskQueue::group_command(RedisClient& c, const std::vector<std::
   return r;
 }
 
-void RedisTaskQueue::enqueue(const TaskUnit& task, Deadline deadline) {
-  std::string bytes = encode_task(task);
-  control_.command_ok({"XADD", keys_.tasks, "*", "task", bytes}, deadline);
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.enqueued;
-}
+void RedisTaskQueue::enqueue(const TaskUnit& task, Deadline deadline) { fenced_enqueue(task, 0, deadline); }
 
 bool RedisTaskQueue::enqueue_from(const TaskUnit& task, uint64_t next_cursor, Deadline deadline) {
-  std::string bytes = encode_task(task);
-  RedisReply r = control_.command_ok({"EVAL", kEnqueueFromScript, "2", keys_.tasks,
-                                      keys_.producer_cursor, bytes, std::to_string(next_cursor)},
+  if (next_cursor == 0) {
+    throw Error("queue enqueue_from: next_cursor 0", "a bug in moerl: the next cursor is past a task's own",
+                ErrorCode::kInternal);
+  }
+  return fenced_enqueue(task, next_cursor, deadline);
+}
+
+bool RedisTaskQueue::fenced_enqueue(const TaskUnit& task, uint64_t next_cursor, Deadline deadline) {
+  const std::string epoch = std::to_string(epoch_.load());
+  RedisReply r = control_.command_ok({"EVAL", kEnqueueScript, "3", keys_.tasks, keys_.producer_cursor,
+                                      keys_.trainer_epoch, encode_task(task), std::to_string(next_cursor), epoch},
                                      deadline);
+  if (r.is_array()) {
+    throw Error("trainer: lost runtime.namespace '" + ns_ + "' (epoch " + epoch + ") to a later trainer (epoch " +
+                    r.at(1).str + "); task " + task.task_id + " was not enqueued",
+                "two trainers must not share a runtime.namespace; a trainer paused past "
+                "runtime.trainer_lease_seconds is replaced by its successor, which owns the task queue now");
+  }
   if (r.integer != 1) return false;
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.enqueued;

@@ -3,6 +3,7 @@
 //   NS:tasks          task stream (field "task" = encoded TaskUnit); group "rollout"
 //   NS:tasks:dead     dead-letter stream (fields "task", "deliveries", "worker")
 //   NS:tasks:cursor   the producer's next dataset index (enqueue_from)
+// Enqueues check NS:trainer:epoch against set_epoch's (the trainer lease's fence) atomically.
 //   NS:experience     experience stream (fields "rec" = encoded ExperienceRecord, "key"); group
 //                     "trainer-<epoch>" per trainer life (set_epoch; "trainer" before one is set)
 //   NS:experience:quarantine      records take() refused (fields "id" = the entry id, "key",
@@ -23,6 +24,7 @@
 // deadline; connection loss is retried with backoff until it (see RedisClient).
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -66,6 +68,7 @@ class RedisTaskQueue : public TaskQueue {
   QueueDepth depth(Deadline deadline) override;
   std::vector<TaskUnit> dead_letters(Deadline deadline) override;
   QueueStats stats() const override;
+  void set_epoch(uint64_t epoch) override { epoch_ = epoch; }
   int64_t reconnects() const { return reader_.reconnects() + control_.reconnects(); }
 
  private:
@@ -82,7 +85,11 @@ class RedisTaskQueue : public TaskQueue {
              double lease_seconds, Deadline deadline, std::vector<Lease>* out);
   uint32_t delivery_count(const std::string& id, const std::string& worker, Deadline deadline);
   bool owned_script(const char* action, const Lease& lease, Deadline deadline);
+  // The fenced enqueue script; next_cursor 0 enqueues unconditionally. Returns whether it
+  // enqueued; throws once the namespace's trainer epoch is not epoch_ (when epoch_ != 0).
+  bool fenced_enqueue(const TaskUnit& task, uint64_t next_cursor, Deadline deadline);
 
+  const std::string ns_;
   const RedisKeys keys_;
   const QueueOptions options_;
   RedisClient reader_;   // lease(): XREADGROUP BLOCK / XAUTOCLAIM
@@ -90,6 +97,7 @@ class RedisTaskQueue : public TaskQueue {
   mutable std::mutex mu_;
   std::set<std::string> recovered_;  // workers whose own pending was read; guarded by mu_
   QueueStats stats_;                 // guarded by mu_
+  std::atomic<uint64_t> epoch_{0};   // set_epoch: the fence of enqueue writes
 };
 
 class RedisExperienceBuffer : public ExperienceBuffer {

@@ -75,6 +75,11 @@ class TaskQueue {
   virtual QueueDepth depth(Deadline deadline) = 0;
   virtual std::vector<TaskUnit> dead_letters(Deadline deadline) = 0;
   virtual QueueStats stats() const = 0;
+  // Fences this client's enqueue/enqueue_from with the trainer lease's epoch
+  // (runtime/trainer_lease.h): once another trainer took the namespace (a later epoch), they
+  // throw instead of writing, so a replaced trainer that wakes cannot add tasks its successor
+  // never created. 0 (the default) writes unfenced; workers never enqueue.
+  virtual void set_epoch(uint64_t epoch) = 0;
 };
 
 }  // namespace moerl::runtime

@@ -10,6 +10,8 @@
 
 #include "base/error.h"
 #include "runtime/redis_client.h"
+#include "runtime/redis_queue.h"
+#include "runtime/test_records.h"
 #include "runtime/test_redis.h"
 
 namespace moerl::runtime {
@@ -79,6 +81,44 @@ TEST_F(TrainerLeaseTest, ALeaseThatExpiredInARedisRestartIsTakenBackWhenNoOneCla
   a->check(Deadline::after_seconds(5));  // re-taken: epoch 1 is still the newest
   RedisClient raw(parse_redis_url(url_));
   EXPECT_EQ(raw.command_ok({"GET", "fence:trainer:lease"}, Deadline::after_seconds(1)).str, "1 a");
+}
+
+// The AsyncFence flake: a trainer frozen inside its batch loop wakes and tops up the task
+// queue before it checks its lease. Unfenced, its task landed past the successor's cursor and
+// moved the producer cursor, so the successor later skipped that cursor as "already
+// enqueued" and dropped the task's record as foreign: the task was never trained.
+TEST_F(TrainerLeaseTest, AReplacedTrainersEnqueuesAreRefusedAndTheSuccessorsAreNot) {
+  const RedisUrl url = parse_redis_url(url_);
+  auto a = lease("a", 0.6);
+  RedisTaskQueue a_queue(url, "fence");
+  a_queue.set_epoch(a->acquire(Deadline::after_seconds(1)));
+  ASSERT_TRUE(a_queue.enqueue_from(make_task("c0", 0), 1, Deadline::after_seconds(1)));
+  RedisClient raw(url);
+  raw.command_ok({"SET", "fence:trainer:lease", "2 b", "PX", "5000"}, Deadline::after_seconds(1));
+  raw.command_ok({"SET", "fence:trainer:epoch", "2"}, Deadline::after_seconds(1));  // b took the namespace
+  RedisTaskQueue b_queue(url, "fence");
+  b_queue.set_epoch(2);
+  for (const bool from_cursor : {true, false}) {
+    try {
+      if (from_cursor) {
+        a_queue.enqueue_from(make_task("c1", 1), 2, Deadline::after_seconds(1));
+      } else {
+        a_queue.enqueue(make_task("c0", 0, 1), Deadline::after_seconds(1));
+      }
+      ADD_FAILURE() << "the replaced trainer enqueued (" << (from_cursor ? "enqueue_from" : "enqueue") << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("lost runtime.namespace 'fence' (epoch 1) to a later trainer (epoch 2)"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(b_queue.producer_cursor(Deadline::after_seconds(1)), 1u);
+  EXPECT_EQ(b_queue.depth(Deadline::after_seconds(1)).queued(), 1);
+  EXPECT_TRUE(b_queue.enqueue_from(make_task("c1", 1), 2, Deadline::after_seconds(1)));
+  b_queue.enqueue(make_task("c0", 0, 1), Deadline::after_seconds(1));
+  EXPECT_EQ(b_queue.depth(Deadline::after_seconds(1)).queued(), 3);
+  // A Redis that lost the counter (a restart) fences no one; the holder's renewal restores it.
+  raw.command_ok({"DEL", "fence:trainer:epoch"}, Deadline::after_seconds(1));
+  EXPECT_TRUE(b_queue.enqueue_from(make_task("c2", 2), 3, Deadline::after_seconds(1)));
 }
 
 }  // namespace
