@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "cli/bench.h"
 #include "cli/bench_models.h"
+#include "cli/profile.h"
 #include "io/hf_config.h"
 #include "job/gpu_paths.h"
 #include "model/generate.h"
@@ -39,6 +40,7 @@ int run_bench_gen(Args& a) {
     std::printf(
         "usage: moerl bench gen --config CONFIG.json [--layers N] [--batch 64,128,256] [--prompt 64]\n"
         "                       [--new-tokens 64] [--device cpu|cuda] [--seed 7] [--group G]\n"
+        "                       [--profile TRACE.json]\n"
         "Decode speed of the geometry CONFIG.json describes (a Hugging Face config.json; --layers keeps the\n"
         "first N layers), random weights drawn on the device (bf16 on cuda, float32 on cpu), temperature 1.\n"
         "Per batch: decode ms per step ((time of 8 + new-tokens tokens - time of 8) / new-tokens), new\n"
@@ -46,7 +48,9 @@ int run_bench_gen(Args& a) {
         "batch touches under uniform routing, the KV cache's capacity) and their rate as a fraction of the\n"
         "device copy rate measured in the same run. --group G: batch/G prompts, each G times (a GRPO\n"
         "batch); each row then also times prefilling every sample and prints the rollout tokens/s ratio\n"
-        "of the shared prefill to it. Presets: examples/bench/*.json.\n");
+        "of the shared prefill to it. --profile runs the last batch's longer run once more under PyTorch's\n"
+        "profiler, writes its Chrome trace to TRACE.json and adds the GPU kernels that took the most time\n"
+        "to the JSON. Presets: examples/bench/*.json.\n");
     return 0;
   }
   const std::string path = a.required("--config");
@@ -57,6 +61,7 @@ int run_bench_gen(Args& a) {
   const std::string dev = a.value("--device").value_or("cpu");
   const uint64_t seed = static_cast<uint64_t>(a.integer("--seed", 7));
   const int64_t G = a.integer("--group", 1);
+  const std::optional<std::string> profile = a.value("--profile");
   a.finish();
   for (int64_t B : batches) {
     if (G < 1 || B % G != 0) {
@@ -83,7 +88,7 @@ int run_bench_gen(Args& a) {
     if (name == "model.embed_tokens.weight" && m.params().count("lm_head.weight")) continue;  // B rows of it
     (name.find(".experts.") != std::string::npos ? expert_bytes : weight_bytes) += static_cast<double>(tensor_bytes(t));
   }
-  nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json rows = nlohmann::json::array(), kernels;
   for (int64_t B : batches) {
     at::Tensor ids = at::randint(3, std::min<int64_t>(c.vocab_size, 100000), {B / G, P}, at::kLong);
     std::vector<std::vector<int64_t>> prompts(B);
@@ -127,6 +132,7 @@ int run_bench_gen(Args& a) {
       rows.back()["rollout_tokens_per_s_each"] = tokens / each_long;
       rows.back()["shared_prefill_speedup"] = each_long / t_long;
     }
+    if (profile && B == batches.back()) kernels = profile_region(*profile, [&] { timed(warm + N); });
   }
   nlohmann::json out = {{"config", path},
                         {"model_type", c.model_type},
@@ -138,6 +144,7 @@ int run_bench_gen(Args& a) {
                         {"copy_GBps", rate / 1e9},
                         {"weights_GB", (weight_bytes + expert_bytes) / 1e9},
                         {"rows", rows}};
+  if (profile) out["profile"] = kernels;
   std::printf("%s\n", out.dump(1).c_str());
   return 0;
 }

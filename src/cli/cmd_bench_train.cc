@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "cli/bench.h"
 #include "cli/bench_models.h"
+#include "cli/profile.h"
 #include "io/hf_config.h"
 #include "job/gpu_paths.h"
 #include "job/job_config.h"
@@ -102,7 +103,7 @@ int run_bench_train(Args& a) {
     std::printf(
         "usage: moerl bench train --config CONFIG.json [--layers N] [--sequences 256] [--prompt 128]\n"
         "                         [--response 1024] [--device cpu|cuda] [--seed 7] [--steps 2]\n"
-        "                         [--set train.KEY=VALUE ...]\n"
+        "                         [--set train.KEY=VALUE ...] [--profile TRACE.json]\n"
         "Time of one GRPO training step (forward, backward, AdamW) of the geometry CONFIG.json describes (a\n"
         "Hugging Face config.json; --layers keeps the first N layers), random weights drawn on the device\n"
         "(bf16 parameters with float32 master weights and moments on cuda, float32 on cpu), on a synthetic\n"
@@ -110,7 +111,9 @@ int run_bench_train(Args& a) {
         "step warms up; the median of the rest is reported with tokens/s, model FLOPs (6 x active\n"
         "parameters x every position forwarded) and MFU against a square matmul timed in the same run.\n"
         "--set applies any [train] key of the job config (e.g. train.logprob_chunk=1024,\n"
-        "train.micro_batch_size=16). Presets: examples/bench/*.json.\n",
+        "train.micro_batch_size=16). --profile runs one more step under PyTorch's profiler, writes its Chrome\n"
+        "trace to TRACE.json and adds the GPU kernels that took the most time to the JSON. Presets:\n"
+        "examples/bench/*.json.\n",
         static_cast<long long>(kGroupSize));
     return 0;
   }
@@ -122,6 +125,7 @@ int run_bench_train(Args& a) {
   const uint64_t seed = static_cast<uint64_t>(a.integer("--seed", 7));
   const int64_t steps = a.integer("--steps", 2);
   const std::vector<std::string> sets = a.values("--set");
+  const std::optional<std::string> profile = a.value("--profile");
   a.finish();
   if (layers < 1 || layers > c.num_hidden_layers) {
     throw bad_flag("--layers " + std::to_string(layers) + " out of range",
@@ -173,6 +177,13 @@ int run_bench_train(Args& a) {
   }
   const double step_s = median(seconds);
   const int64_t peak = peak_memory_bytes(device);
+  nlohmann::json kernels;
+  if (profile) {
+    kernels = profile_region(*profile, [&] {
+      trainer.train_step(batch);
+      sync_device(m);
+    });
+  }
 
   const double tokens = static_cast<double>(S * (P + R)), response_tokens = static_cast<double>(S * R);
   // The single-update step forwards once with gradients (pi_old is that pass's logprobs); more
@@ -224,6 +235,7 @@ int run_bench_train(Args& a) {
        {{"micro_batch_size", tc.micro_batch_size}, {"logprob_chunk", tc.logprob_chunk},
         {"ppo_epochs", tc.ppo_epochs}, {"ppo_mini_batch_size", tc.ppo_mini_batch_size}, {"lr", tc.adamw.lr},
         {"max_grad_norm", tc.max_grad_norm}, {"weight_decay", tc.adamw.weight_decay}, {"threads", at::get_num_threads()}}}};
+  if (profile) out["profile"] = kernels;
   std::printf("%s\n", out.dump(1).c_str());
   return 0;
 }
