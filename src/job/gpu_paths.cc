@@ -11,8 +11,11 @@
 #include "ep/cuda/cuda_ipc_group.h"
 #include "ep/cuda/nccl_group.h"
 #include "ep/torch/world.h"
+#include "model/cuda/attention_gpu.h"
 #include "model/cuda/fast_generate.h"
 #include "model/cuda/moe_gpu.h"
+#include "model/cuda/token_stats.h"
+#include "train/chunked_logprobs.h"
 #endif
 
 namespace moerl::job {
@@ -25,6 +28,8 @@ void enable_gpu_paths() {
     const int n = static_cast<int>(c10::cuda::device_count());
     if (n > 1) c10::cuda::set_device(static_cast<c10::DeviceIndex>(env::rendezvous().local_rank % n));
     model::cuda::install_cuda_experts();
+    model::cuda::install_cuda_attention();
+    train::set_token_stats_kernels({&model::cuda::token_stats_forward, &model::cuda::token_stats_backward});
     model::cuda::install_fast_generate();
     ep::register_backend(ep::Backend::kCudaIpc, &ep::cuda_ipc_group);
     ep::register_backend(ep::Backend::kNccl, &ep::nccl_group);

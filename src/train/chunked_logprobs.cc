@@ -15,6 +15,20 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+TokenStatsKernels g_kernels;
+
+// The fused kernels apply to CUDA logits of bf16 or float32 under temperature-only scoring.
+bool fused_applies(const at::Tensor& h_NH, const model::SamplingConfig& s) {
+  model::SamplingConfig rest = s;
+  rest.temperature = 1.0;
+  return g_kernels.forward != nullptr && h_NH.is_cuda() &&
+         (h_NH.scalar_type() == at::kBFloat16 || h_NH.scalar_type() == at::kFloat) && model::is_untempered(rest);
+}
+
+double inverse_temperature(const model::SamplingConfig& s) {
+  return s.greedy || s.temperature == 1.0 ? 1.0 : 1.0 / s.temperature;
+}
+
 // The log-probabilities of rows h_NH: logits as Model::forward computes them (in the model's
 // dtype), then in float32 as token_logprobs scores them, then the sampling transform. The
 // temperature divides in place, so at most two [chunk, V] float32 tensors live at once.
@@ -33,6 +47,7 @@ struct Saved : torch::CustomClassHolder {
   model::SamplingConfig sampling;
   int64_t chunk = 0;
   bool with_entropy = false;
+  bool fused = false;  // the kernels ran; lse is saved
 };
 
 class TokenStatsFn : public torch::autograd::Function<TokenStatsFn> {
@@ -44,9 +59,17 @@ class TokenStatsFn : public torch::autograd::Function<TokenStatsFn> {
     const int64_t N = h_NH.size(0);
     const auto f = at::TensorOptions().dtype(at::kFloat).device(h_NH.device());
     at::Tensor logp = at::empty({N}, f), ent = at::empty({with_entropy ? N : 0}, f);
+    const bool fused = fused_applies(h_NH, sampling);
+    at::Tensor lse = at::empty({fused ? N : 0}, f);
     {
       at::NoGradGuard no_grad;
-      for (int64_t s = 0; s < N; s += chunk) {
+      for (int64_t s = 0; fused && s < N; s += chunk) {
+        const int64_t e = std::min(N, s + chunk);
+        g_kernels.forward(at::linear(h_NH.slice(0, s, e), w_VH), targets_N.slice(0, s, e),
+                          inverse_temperature(sampling), logp.slice(0, s, e),
+                          with_entropy ? ent.slice(0, s, e) : at::Tensor(), lse.slice(0, s, e));
+      }
+      for (int64_t s = 0; !fused && s < N; s += chunk) {
         const int64_t e = std::min(N, s + chunk);
         at::Tensor lp = chunk_logprobs(h_NH.slice(0, s, e), w_VH, sampling);
         logp.slice(0, s, e).copy_(lp.gather(1, targets_N.slice(0, s, e).unsqueeze(1)).squeeze(1));
@@ -60,28 +83,46 @@ class TokenStatsFn : public torch::autograd::Function<TokenStatsFn> {
     saved->sampling = sampling;
     saved->chunk = chunk;
     saved->with_entropy = with_entropy;
+    saved->fused = fused;
     ctx->saved_data["cfg"] = c10::IValue::make_capsule(saved);
-    ctx->save_for_backward({h_NH, w_VH, targets_N, ent});
+    ctx->save_for_backward({h_NH, w_VH, targets_N, ent, lse});
     return {logp, ent};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto cfg = c10::static_intrusive_pointer_cast<Saved>(ctx->saved_data["cfg"].toCapsule());
     const variable_list v = ctx->get_saved_variables();
-    const at::Tensor &h = v[0], &w = v[1], &targets = v[2], &ent = v[3];
+    const at::Tensor &h = v[0], &w = v[1], &targets = v[2], &ent = v[3], &lse = v[4];
     const bool need_h = h.requires_grad(), need_w = w.requires_grad();
-    const at::Tensor g_logp = grads[0].defined() ? grads[0] : at::zeros({h.size(0)}, ent.options());
+    const at::Tensor g_logp = grads[0].defined() ? grads[0].contiguous() : at::zeros({h.size(0)}, ent.options());
     const bool g_ent = cfg->with_entropy && grads[1].defined();
-    const double inv_t = cfg->sampling.greedy || cfg->sampling.temperature == 1.0 ? 1.0 : 1.0 / cfg->sampling.temperature;
+    const at::Tensor g_ent_N = g_ent ? grads[1].contiguous() : at::Tensor();
+    const double inv_t = inverse_temperature(cfg->sampling);
     // Gradients in the parameters' dtype, as autograd through linear(h, w).to(kFloat) gives
     // them: dz is rounded to that dtype, then one product per input. grad_w accumulates the
     // chunks in place (beta = 1), so no float32 copy of the [V,H] head is ever made.
     at::Tensor grad_h = need_h ? at::empty_like(h) : at::Tensor();
     at::Tensor grad_w = need_w ? at::zeros_like(w) : at::Tensor();
     at::NoGradGuard no_grad;
+    // The chunk's logit gradient (in w's dtype) to the logits' two inputs.
+    auto apply_chunk = [&](const at::Tensor& dz_w, int64_t s, int64_t e) {
+      if (need_h) {
+        at::Tensor grad_h_chunk = grad_h.slice(0, s, e);
+        at::mm_out(grad_h_chunk, dz_w, w);
+      }
+      if (need_w) grad_w.addmm_(dz_w.t(), h.slice(0, s, e));
+    };
     const int64_t N = h.size(0);
     for (int64_t s = 0; s < N; s += cfg->chunk) {
       const int64_t e = std::min(N, s + cfg->chunk);
+      if (cfg->fused) {
+        const at::Tensor dz_w = at::linear(h.slice(0, s, e), w);
+        g_kernels.backward(dz_w, targets.slice(0, s, e), lse.slice(0, s, e), g_logp.slice(0, s, e),
+                           g_ent ? g_ent_N.slice(0, s, e) : at::Tensor(), g_ent ? ent.slice(0, s, e) : at::Tensor(),
+                           inv_t);
+        apply_chunk(dz_w, s, e);
+        continue;
+      }
       at::Tensor lp = chunk_logprobs(h.slice(0, s, e), w, cfg->sampling);
       const at::Tensor t = targets.slice(0, s, e).unsqueeze(1), g = g_logp.slice(0, s, e).unsqueeze(1);
       // A target the transform dropped has a constant logit (kTruncatedLogit): no gradient
@@ -91,7 +132,7 @@ class TokenStatsFn : public torch::autograd::Function<TokenStatsFn> {
       at::Tensor coef = g;
       if (g_ent) {
         coef = lp.masked_fill(lp.isinf(), 0);
-        coef.add_(ent.slice(0, s, e).unsqueeze(1)).mul_(grads[1].slice(0, s, e).unsqueeze(1)).add_(g);
+        coef.add_(ent.slice(0, s, e).unsqueeze(1)).mul_(g_ent_N.slice(0, s, e).unsqueeze(1)).add_(g);
       }
       at::Tensor dz = lp.exp_().mul_(coef).neg_();
       coef = at::Tensor();
@@ -99,17 +140,15 @@ class TokenStatsFn : public torch::autograd::Function<TokenStatsFn> {
       if (inv_t != 1.0) dz.mul_(inv_t);
       const at::Tensor dz_w = dz.to(w.scalar_type());
       dz = at::Tensor();
-      if (need_h) {
-        at::Tensor grad_h_chunk = grad_h.slice(0, s, e);
-        at::mm_out(grad_h_chunk, dz_w, w);
-      }
-      if (need_w) grad_w.addmm_(dz_w.t(), h.slice(0, s, e));
+      apply_chunk(dz_w, s, e);
     }
     return {grad_h, grad_w, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
+
+void set_token_stats_kernels(TokenStatsKernels kernels) { g_kernels = kernels; }
 
 TokenStats chunked_token_stats(const at::Tensor& hidden_BTH, const at::Tensor& lm_head_VH, const at::Tensor& ids_BT,
                                const at::Tensor& mask_BT, const model::SamplingConfig& sampling, int64_t chunk,

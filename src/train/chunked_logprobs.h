@@ -32,4 +32,16 @@ TokenStats chunked_token_stats(const at::Tensor& hidden_BTH, const at::Tensor& l
                                const at::Tensor& mask_BT, const model::SamplingConfig& sampling, int64_t chunk,
                                bool with_entropy);
 
+// Fused row kernels for a chunk's logits under temperature-only scoring (model/cuda/token_stats.h;
+// job::enable_gpu_paths installs them for CUDA). forward fills logp, ent (when defined) and the
+// log-normaliser lse of each row; backward overwrites the logits with their gradient.
+struct TokenStatsKernels {
+  void (*forward)(const at::Tensor& z_NV, const at::Tensor& targets_N, double inv_t, const at::Tensor& logp_N,
+                  const at::Tensor& ent_N, const at::Tensor& lse_N) = nullptr;
+  void (*backward)(const at::Tensor& z_NV, const at::Tensor& targets_N, const at::Tensor& lse_N,
+                   const at::Tensor& g_logp_N, const at::Tensor& g_ent_N, const at::Tensor& ent_N,
+                   double inv_t) = nullptr;
+};
+void set_token_stats_kernels(TokenStatsKernels kernels);
+
 }  // namespace moerl::train

@@ -13,6 +13,8 @@
 namespace moerl::model {
 
 namespace {
+AttentionHook g_attention_hook = nullptr;
+
 at::Tensor project(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
 }
@@ -78,8 +80,16 @@ int64_t attention_query_block(int64_t B, int64_t Hq, int64_t T, int64_t S) {
   return std::clamp<int64_t>(kAttentionScoreBudget / per_query, 1, std::max<int64_t>(1, T));
 }
 
+void set_attention_hook(AttentionHook hook) { g_attention_hook = hook; }
+
 at::Tensor attention_core(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                           const at::Tensor& allowed_B1TS, double scale) {
+  // NOTE: one query position (a decode step) stays on the blocks: the CUDA-graph decode
+  // (model/cuda/decode_step) does the same math, and greedy tests compare the two.
+  if (g_attention_hook && q.is_cuda() && q.size(2) > 1) {
+    at::Tensor out = g_attention_hook(q, keys, values, allowed_B1TS, scale);
+    if (out.defined()) return out;
+  }
   if (cpu_attention_applies(q, keys)) {  // one fused op instead of B*Hkv small gemms
     return cpu_attention(q, keys, values, allowed_B1TS, scale);  // [B,T,Hq,Dv]
   }

@@ -52,6 +52,13 @@ at::Tensor attention(const AttentionWeights& w, const AttentionShape& shape, con
 at::Tensor attention_core(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD, const at::Tensor& v_BhSD,
                           const at::Tensor& allowed_B1TS, double scale);
 
+// GPU hook (model/cuda's install_cuda_attention() sets it): attention_core hands CUDA inputs
+// of more than one query position (training, prefill) to it first; an undefined result means
+// "not handled" and the blocks below run. It must keep attention_core's contract.
+using AttentionHook = at::Tensor (*)(const at::Tensor& q_BhTD, const at::Tensor& k_BhSD, const at::Tensor& v_BhSD,
+                                     const at::Tensor& allowed_B1TS, double scale);
+void set_attention_hook(AttentionHook hook);
+
 // Score elements one block of attention_core may hold (2^28 float32 = 1 GiB), and the number of
 // query positions per block for [B, Hq, T queries, S slots] (T when all fit).
 constexpr int64_t kAttentionScoreBudget = int64_t{1} << 28;
