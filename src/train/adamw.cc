@@ -1,6 +1,7 @@
 #include "train/adamw.h"
 
 #include <cmath>
+#include <vector>
 
 #include "base/check.h"
 #include "base/error.h"
@@ -15,6 +16,15 @@ bool is_low_precision(const at::Tensor& p) {
 
 }  // namespace
 
+double sum_on_host(const std::vector<at::Tensor>& scalars) {
+  if (scalars.empty()) return 0.0;
+  const at::Tensor host = at::stack(scalars).to(at::kCPU, at::kDouble).contiguous();  // one read-back
+  const double* v = host.data_ptr<double>();
+  double total = 0.0;
+  for (int64_t i = 0; i < host.numel(); ++i) total += v[i];  // in order
+  return total;
+}
+
 AdamW::AdamW(std::map<std::string, at::Tensor> params, AdamWConfig cfg)
     : params_(std::move(params)), cfg_(cfg) {
   for (const auto& [name, p] : params_) {
@@ -26,13 +36,12 @@ AdamW::AdamW(std::map<std::string, at::Tensor> params, AdamWConfig cfg)
 
 double AdamW::clip_grad_norm(double max_norm) {
   at::NoGradGuard no_grad;
-  double total_sq = 0.0;
+  std::vector<at::Tensor> sqs;  // per parameter, on its device
   for (auto& [name, p] : params_) {
     const at::Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    total_sq += g.to(at::kDouble).pow(2).sum().item<double>();
+    if (g.defined()) sqs.push_back(g.to(at::kDouble).pow(2).sum());
   }
-  double norm = std::sqrt(total_sq);
+  const double norm = std::sqrt(sum_on_host(sqs));
   if (max_norm > 0 && norm > max_norm) {
     double scale = max_norm / (norm + 1e-6);
     for (auto& [name, p] : params_) {

@@ -7,13 +7,15 @@
 //
 //   AdamW opt(params, {.lr = 1e-3, .weight_decay = 0.01});
 //   loss.backward(); double norm = opt.clip_grad_norm(1.0); opt.step(lr); opt.zero_grad();
-// Not thread-safe. Parameters must outlive the optimizer (tensors share storage).
+// Not thread-safe. Parameters must outlive the optimizer (tensors share storage). The
+// gradient norm is summed on the device and read back once (not once per parameter).
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace moerl::train {
 
@@ -24,6 +26,10 @@ struct AdamWConfig {
   double eps = 1e-8;
   double weight_decay = 0.0;
 };
+
+// The sum of 0-dim tensors on one device, read back to the host in one copy and added in
+// order (so the result does not depend on the device). 0 for none.
+double sum_on_host(const std::vector<at::Tensor>& scalars);
 
 class AdamW {
  public:

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/expert_names.h"
+#include "train/adamw.h"
 
 namespace moerl::train {
 
@@ -43,12 +44,14 @@ double DataParallel::sync_gradients(const std::map<std::string, at::Tensor>& par
     allreduce(buf, "dense gradient");
     buf.mul_(inv_r);
     int64_t off = 0;
+    std::vector<at::Tensor> sqs;
     for (size_t i : used) {
       at::Tensor& g = const_cast<at::Tensor&>(*dense[i]).mutable_grad();
       g.copy_(buf.narrow(0, off, g.numel()).view(g.sizes()));
       off += g.numel();
-      dense_sq += g.to(at::kDouble).pow(2).sum().item<double>();
+      sqs.push_back(g.to(at::kDouble).pow(2).sum());
     }
+    dense_sq = sum_on_host(sqs);
   }
   // Experts: every rank's tokens already contributed through combine/dispatch backward.
   std::vector<at::Tensor> expert_sqs;
@@ -56,9 +59,10 @@ double DataParallel::sync_gradients(const std::map<std::string, at::Tensor>& par
     if (!model::is_routed_expert(name) || !p.grad().defined()) continue;
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
     g.mul_(inv_r);
-    expert_sqs.push_back(g.to(at::kDouble).pow(2).sum().to(at::kCPU));
+    expert_sqs.push_back(g.to(at::kDouble).pow(2).sum());
   }
-  at::Tensor expert_sq = expert_sqs.empty() ? at::zeros({1}, at::kDouble) : at::stack(expert_sqs).sum().reshape({1});
+  at::Tensor expert_sq =
+      expert_sqs.empty() ? at::zeros({1}, at::kDouble) : at::stack(expert_sqs).to(at::kCPU).sum().reshape({1});
   allreduce(expert_sq, "expert gradient norm");
   double norm = std::sqrt(dense_sq + expert_sq.item<double>());
   if (max_norm > 0 && norm > max_norm) {  // NOTE: same formula as AdamW::clip_grad_norm
