@@ -114,7 +114,8 @@ void QueueSource::start_lead() {
   if (lease_) {
     const uint64_t epoch = lease_->acquire(Deadline::after_seconds(cfg.runtime.trainer_lease_seconds + 5));
     o_.backends.buffer->set_epoch(epoch);
-    o_.backends.queue->set_epoch(epoch);  // a replaced trainer that wakes cannot add tasks
+    o_.backends.queue->set_epoch(epoch);    // a replaced trainer that wakes can neither add tasks
+    o_.backends.weights->set_epoch(epoch);  // nor publish weights
     if (ctx_.opts.fresh) reset_namespace();
   }
   // Versions this life may train on: the checkpoint's lineage (none without an RL

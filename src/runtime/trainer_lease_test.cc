@@ -12,6 +12,7 @@
 #include "runtime/redis_client.h"
 #include "runtime/redis_queue.h"
 #include "runtime/test_records.h"
+#include "runtime/weight_registry.h"
 #include "runtime/test_redis.h"
 
 namespace moerl::runtime {
@@ -119,6 +120,30 @@ TEST_F(TrainerLeaseTest, AReplacedTrainersEnqueuesAreRefusedAndTheSuccessorsAreN
   // A Redis that lost the counter (a restart) fences no one; the holder's renewal restores it.
   raw.command_ok({"DEL", "fence:trainer:epoch"}, Deadline::after_seconds(1));
   EXPECT_TRUE(b_queue.enqueue_from(make_task("c2", 2), 3, Deadline::after_seconds(1)));
+}
+
+// The same frozen trainer, woken between its lease check and a publication: it must not point
+// the workers at its weights.
+TEST_F(TrainerLeaseTest, AReplacedTrainersPublicationIsRefusedAndTheSuccessorsIsNot) {
+  const RedisUrl url = parse_redis_url(url_);
+  RedisClient raw(url);
+  RedisWeightRegistry a(url, "fence"), b(url, "fence");
+  a.set_epoch(1);
+  raw.command_ok({"SET", "fence:trainer:epoch", "1"}, Deadline::after_seconds(1));
+  a.publish(3, "file:///v3", Deadline::after_seconds(1));
+  raw.command_ok({"SET", "fence:trainer:epoch", "2"}, Deadline::after_seconds(1));  // b took the namespace
+  b.set_epoch(2);
+  try {
+    a.publish(4, "file:///old-life/v4", Deadline::after_seconds(1));
+    ADD_FAILURE() << "the replaced trainer published";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lost runtime.namespace 'fence' (epoch 1) to a later trainer (epoch 2)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(b.latest(Deadline::after_seconds(1))->version, 3u);
+  b.publish(4, "file:///v4", Deadline::after_seconds(1));
+  EXPECT_EQ(b.latest(Deadline::after_seconds(1))->location, "file:///v4");
 }
 
 }  // namespace

@@ -15,6 +15,10 @@ namespace {
 // KEYS[1] latest hash, KEYS[2] stream. ARGV: version, location, published ms.
 // Returns 1 published, 2 exact repeat of the latest, 0 not newer (reply {0, latest}).
 constexpr const char* kPublishScript = R"lua(
+if ARGV[4] ~= '0' then
+  local now = redis.call('GET', KEYS[3]) or '0'
+  if tonumber(now) > tonumber(ARGV[4]) then return {3, now} end
+end
 local cur = redis.call('HGET', KEYS[1], 'version')
 if cur then
   if tonumber(cur) == tonumber(ARGV[1]) and redis.call('HGET', KEYS[1], 'location') == ARGV[2] then
@@ -81,15 +85,25 @@ std::optional<WeightVersion> InProcessWeightRegistry::wait_newer(uint64_t versio
 
 RedisWeightRegistry::RedisWeightRegistry(const RedisUrl& url, const std::string& ns,
                                          RedisOptions redis)
-    : stream_(RedisKeys(ns).weights), latest_key_(RedisKeys(ns).weights_latest), client_(url, redis) {}
+    : ns_(ns),
+      stream_(RedisKeys(ns).weights),
+      latest_key_(RedisKeys(ns).weights_latest),
+      epoch_key_(RedisKeys(ns).trainer_epoch),
+      client_(url, redis) {}
 
 void RedisWeightRegistry::publish(uint64_t version, const std::string& location,
                                   Deadline deadline) {
-  RedisReply r = client_.command_ok({"EVAL", kPublishScript, "2", latest_key_, stream_,
-                                     std::to_string(version), location,
-                                     std::to_string(unix_ms_now())},
+  const std::string epoch = std::to_string(epoch_.load());
+  RedisReply r = client_.command_ok({"EVAL", kPublishScript, "3", latest_key_, stream_, epoch_key_,
+                                     std::to_string(version), location, std::to_string(unix_ms_now()), epoch},
                                     deadline);
   if (r.at(0).integer == 0) throw not_newer(version, r.at(1).str);
+  if (r.at(0).integer == 3) {
+    throw Error("trainer: lost runtime.namespace '" + ns_ + "' (epoch " + epoch + ") to a later trainer (epoch " +
+                    r.at(1).str + "); weight version " + std::to_string(version) + " was not published",
+                "two trainers must not share a runtime.namespace; a trainer paused past "
+                "runtime.trainer_lease_seconds is replaced by its successor, which publishes the weights now");
+  }
 }
 
 std::optional<std::pair<std::string, WeightVersion>> RedisWeightRegistry::newest(Deadline deadline) {

@@ -7,9 +7,10 @@
 // Versions must increase: publishing a version <= the latest throws moerl::Error (except an
 // exact repeat of the latest, which is a no-op so retries after a lost reply are safe).
 // Backends: InProcessWeightRegistry; RedisWeightRegistry (hash NS:weights:latest + stream
-// NS:weights, both written by one Lua script). Thread-safe; every wait takes a deadline.
+// NS:weights, both written by one Lua script, which checks NS:trainer:epoch against set_epoch's). Thread-safe; every wait takes a deadline.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -35,6 +36,10 @@ class WeightRegistry {
   // The newest version if it is > `version`, waiting for one until the deadline; nullopt if
   // none was published by then.
   virtual std::optional<WeightVersion> wait_newer(uint64_t version, Deadline deadline) = 0;
+  // Fences publish() with the trainer lease's epoch (runtime/trainer_lease.h): once a later
+  // trainer took the namespace it throws instead of publishing, so a replaced trainer that
+  // wakes cannot point the workers at its weights. 0 (the default) publishes unfenced.
+  virtual void set_epoch(uint64_t epoch) = 0;
 };
 
 class InProcessWeightRegistry : public WeightRegistry {
@@ -42,6 +47,7 @@ class InProcessWeightRegistry : public WeightRegistry {
   void publish(uint64_t version, const std::string& location, Deadline deadline) override;
   std::optional<WeightVersion> latest(Deadline deadline) override;
   std::optional<WeightVersion> wait_newer(uint64_t version, Deadline deadline) override;
+  void set_epoch(uint64_t) override {}  // one process: nothing to fence
 
  private:
   std::mutex mu_;
@@ -55,14 +61,18 @@ class RedisWeightRegistry : public WeightRegistry {
   void publish(uint64_t version, const std::string& location, Deadline deadline) override;
   std::optional<WeightVersion> latest(Deadline deadline) override;
   std::optional<WeightVersion> wait_newer(uint64_t version, Deadline deadline) override;
+  void set_epoch(uint64_t epoch) override { epoch_ = epoch; }
 
  private:
   // Newest stream entry: its id and version.
   std::optional<std::pair<std::string, WeightVersion>> newest(Deadline deadline);
 
+  const std::string ns_;
   const std::string stream_;
   const std::string latest_key_;
+  const std::string epoch_key_;  // the trainer lease's epoch counter
   RedisClient client_;
+  std::atomic<uint64_t> epoch_{0};  // set_epoch: the fence of publish()
 };
 
 int64_t unix_ms_now();
