@@ -6,31 +6,12 @@
 
 #include <algorithm>
 
+#include "model/cuda/packed_io.cuh"
+
 namespace moerl::model::cuda {
 namespace {
 
-template <class T> __device__ float to_f(T v);
-template <> __device__ float to_f(float v) { return v; }
-template <> __device__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ T from_f(float v);
-template <> __device__ float from_f(float v) { return v; }
-template <> __device__ __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
-
-template <class T, int C> struct alignas(sizeof(T) * C) Pack { T v[C]; };
-
-template <class T, int C>
-__device__ void load(const T* p, float* f) {
-  Pack<T, C> pk = *reinterpret_cast<const Pack<T, C>*>(p);
-#pragma unroll
-  for (int j = 0; j < C; ++j) f[j] = to_f(pk.v[j]);
-}
-template <class T, int C>
-__device__ void store(T* p, const float* f) {
-  Pack<T, C> pk;
-#pragma unroll
-  for (int j = 0; j < C; ++j) pk.v[j] = from_f<T>(f[j]);
-  *reinterpret_cast<Pack<T, C>*>(p) = pk;
-}
+using namespace detail;  // NOLINT: the shared load/store helpers
 
 __device__ float sigmoid(float x) { return 1.f / (1.f + __expf(-x)); }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "model/cuda/packed_io.cuh"
 #include "model/cuda/token_stats_kernels.h"
 
 namespace moerl::model::cuda {
@@ -13,14 +14,7 @@ namespace {
 
 constexpr int kThreads = 512;
 
-template <class T> __device__ float to_f(T v);
-template <> __device__ float to_f(float v) { return v; }
-template <> __device__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ T from_f(float v);
-template <> __device__ float from_f(float v) { return v; }
-template <> __device__ __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
-
-template <class T, int C> struct alignas(sizeof(T) * C) Pack { T v[C]; };
+using namespace detail;  // NOLINT: the shared load/store helpers
 
 struct Online {
   float m = -INFINITY, s = 0.f, a = 0.f;
@@ -55,8 +49,8 @@ struct Online {
   }
 };
 
-__device__ Online block_reduce(Online v) {
-  __shared__ float sm[32], ss[32], sa[32];
+// Lane 0 ends with the merge of the warp's 32 states.
+__device__ Online warp_reduce(Online v) {
   for (int d = 16; d > 0; d >>= 1) {
     Online o;
     o.m = __shfl_down_sync(0xffffffffu, v.m, d);
@@ -64,6 +58,12 @@ __device__ Online block_reduce(Online v) {
     o.a = __shfl_down_sync(0xffffffffu, v.a, d);
     v.merge(o);
   }
+  return v;
+}
+
+__device__ Online block_reduce(Online v) {
+  __shared__ float sm[32], ss[32], sa[32];
+  v = warp_reduce(v);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) {
     sm[warp] = v.m;
@@ -78,13 +78,7 @@ __device__ Online block_reduce(Online v) {
       r.s = ss[lane];
       r.a = sa[lane];
     }
-    for (int d = 16; d > 0; d >>= 1) {
-      Online o;
-      o.m = __shfl_down_sync(0xffffffffu, r.m, d);
-      o.s = __shfl_down_sync(0xffffffffu, r.s, d);
-      o.a = __shfl_down_sync(0xffffffffu, r.a, d);
-      r.merge(o);
-    }
+    r = warp_reduce(r);
   }
   return r;  // valid in thread 0
 }

@@ -5,17 +5,14 @@
 
 #include <ATen/ATen.h>
 
+#include "model/cuda/tests/gpu_test_util.h"
 #include "model/common/attention.h"
 #include "model/cuda/attention_gpu.h"
 
 namespace moerl::model {
 namespace {
 
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
-  EXPECT_FALSE(o.isnan().any().item<bool>());
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
-}
+using ::moerl::testing::rel_err;
 
 struct Grads {
   at::Tensor out, dq, dk, dv;

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 
+#include "model/cuda/tests/gpu_test_util.h"
 #include "base/error.h"
 #include "model/cuda/token_stats.h"
 #include "model/sampler.h"
@@ -20,11 +21,7 @@
 namespace moerl::train {
 namespace {
 
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
-  EXPECT_FALSE(o.isnan().any().item<bool>());
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
-}
+using ::moerl::testing::rel_err;
 
 int64_t peak_bytes() { return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak; }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "model/cuda/tests/gpu_test_util.h"
 #include "model/cuda/fast_generate.h"
 #include "model/cuda/moe_gpu.h"
 #include "model/generate.h"
@@ -21,11 +22,7 @@
 namespace moerl::model {
 namespace {
 
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
-  EXPECT_FALSE(o.isnan().any().item<bool>());
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
-}
+using ::moerl::testing::rel_err;
 
 TEST(ModelGpu, LogitsMatchCpu) {
   cuda::install_cuda_experts();

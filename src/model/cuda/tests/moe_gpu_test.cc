@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include "model/cuda/tests/gpu_test_util.h"
 #include "model/common/layers.h"
 #include "model/common/moe.h"
 #include "model/cuda/moe_gpu.h"
@@ -12,11 +13,7 @@
 namespace moerl::model {
 namespace {
 
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
-  EXPECT_FALSE(o.isnan().any().item<bool>());
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
-}
+using ::moerl::testing::rel_err;
 
 TEST(MoeGpu, SwigluForwardBackward) {
   for (auto dt : {at::kFloat, at::kBFloat16}) {
