@@ -57,6 +57,25 @@ TEST(BenchTrainCli, ReportsAStepWithConsistentFigures) {
   EXPECT_EQ(j.at("optimizer_steps").get<int64_t>(), 1);
 }
 
+// --profile: with Kineto, one more step's trace is written and its kernels summed (none on the
+// CPU); without it (Debian's libtorch) a clear error names the flag and the missing part.
+TEST(BenchTrainCli, ProfileWritesATraceOrSaysWhyNot) {
+  if (bin().empty() || !std::filesystem::exists(bin())) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
+  const std::string trace = ::testing::TempDir() + "/bench-train-profile.json";
+  std::filesystem::remove(trace);
+  CapturedRun r = bench_train({"--config", fixture("qwen3_moe_untied"), "--layers", "1", "--sequences", "16", "--prompt",
+                               "4", "--response", "4", "--steps", "2", "--profile", trace});
+  if (r.status != 0) {
+    EXPECT_NE(r.output.find("--profile " + trace + ": this libtorch was built without Kineto"), std::string::npos)
+        << r.output;
+    return;
+  }
+  nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j.at("profile").at("trace").get<std::string>(), trace);
+  EXPECT_GT(j.at("profile").at("wall_ms").get<double>(), 0);
+  EXPECT_TRUE(std::filesystem::exists(trace));
+}
+
 TEST(BenchTrainCli, BadFlagsNameTheFlag) {
   if (bin().empty() || !std::filesystem::exists(bin())) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
   // Every case fails before a model is built.

@@ -53,8 +53,14 @@ nlohmann::json profile_region(const std::string& trace_path, const std::function
   try {
     result->save(trace_path);
   } catch (const c10::Error& e) {
-    throw Error("--profile " + trace_path + ": the trace was not written: " + e.what_without_backtrace(),
-                "give a writable path", ErrorCode::kIo);
+    const std::string why = e.what_without_backtrace();
+    if (why.find("Kineto") != std::string::npos) {
+      throw Error("--profile " + trace_path + ": this libtorch was built without Kineto, so it writes no trace",
+                  "profile with a PyTorch build that has it, e.g. on the GPU image (dev/gpu/env.sh)",
+                  ErrorCode::kInvalidInput);
+    }
+    throw Error("--profile " + trace_path + ": the trace was not written: " + why, "give a writable path",
+                ErrorCode::kIo);
   }
   std::ifstream in(trace_path);
   nlohmann::json trace = in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false) : nlohmann::json();

@@ -5,8 +5,9 @@
 //   nlohmann::json p = profile_region("step.trace.json", [&] { trainer.train_step(batch); sync(); });
 //   // {"trace": "step.trace.json", "wall_ms": 812.4, "gpu_busy_ms": 640.2, "top": [{"name": ..,
 //   //   "ms": .., "calls": .., "share": ..}, ...]}
-// Throws Error naming the path when the trace cannot be written or read back. A libtorch built
-// without Kineto (Debian's CPU build) records no kernels: the summary then says so.
+// Throws Error naming the path when the trace cannot be written or read back, and when this
+// libtorch lacks Kineto (Debian's CPU build: no trace at all). A run without device events (no
+// GPU) says so in the summary.
 #pragma once
 
 #include <functional>
