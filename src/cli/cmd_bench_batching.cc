@@ -62,8 +62,7 @@ int run_bench_batching(Args& a) {
   }
   c.num_hidden_layers = layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, P + N);
-  if (dev == "cuda") job::enable_gpu_paths();
-  const at::Device device(dev);
+  const at::Device device = job::open_device(dev, "bench batching: --device");
   model::Model m = random_model(c, device, device.is_cuda() ? at::kBFloat16 : at::kFloat, seed);
   at::Tensor ids = at::randint(3, std::min<int64_t>(c.vocab_size, 100000), {Q, P}, at::kLong);
   std::vector<std::vector<int64_t>> prompts(Q);

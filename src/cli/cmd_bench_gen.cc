@@ -78,8 +78,7 @@ int run_bench_gen(Args& a) {
   }
   c.num_hidden_layers = layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, P + warm + N);
-  if (dev == "cuda") job::enable_gpu_paths();
-  const at::Device device(dev);
+  const at::Device device = job::open_device(dev, "bench gen: --device");
   const at::ScalarType dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
   const double rate = copy_rate(device, device.is_cuda() ? int64_t{1} << 31 : int64_t{1} << 27);
   model::Model m = random_model(c, device, dtype, seed);

@@ -144,21 +144,13 @@ int run_bench_train(Args& a) {
     throw bad_flag("--steps " + std::to_string(steps) + " leaves no measured step",
                    "the first step warms up; use --steps 2 or more");
   }
-  if (dev != "cpu" && dev != "cuda" && dev.rfind("cuda:", 0) != 0) {
-    throw bad_flag("--device " + dev + " is not a device", "use cpu, cuda or cuda:N");
-  }
-  if (dev != "cpu" && !at::hasCUDA()) {
-    throw bad_flag("--device " + dev + " but this process sees no CUDA GPU",
-                   "build with -DMOERL_CUDA=ON against a CUDA libtorch and run on a GPU machine, or use --device cpu");
-  }
+  const at::Device device = job::open_device(dev, "bench train: --device");
   const job::TrainSection section = train_section(sets, R);
   train::TrainerConfig tc = section.trainer;
   tc.loss.group_size = kGroupSize;
   if (section.threads > 0) at::set_num_threads(static_cast<int>(section.threads));
   c.num_hidden_layers = layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, P + R);
-  if (dev != "cpu") job::enable_gpu_paths();
-  const at::Device device(dev);
   const at::ScalarType dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
   const double matmul_flops = matmul_rate(device, dtype, device.is_cuda() ? 8192 : 1024);
 

@@ -1,7 +1,10 @@
 #include "job/gpu_paths.h"
 
-#ifdef MOERL_WITH_CUDA
 #include <ATen/Context.h>
+
+#include "base/error.h"
+
+#ifdef MOERL_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
@@ -37,6 +40,24 @@ void enable_gpu_paths() {
     ep::detail::register_world_backend(ep::Backend::kCudaIpc, &ep::cuda_ipc_group_in);
   });
 #endif
+}
+
+void check_device_name(const std::string& spelling, const std::string& source) {
+  if (spelling != "cpu" && spelling != "cuda" && spelling.rfind("cuda:", 0) != 0) {
+    throw Error(source + " " + spelling + " is not a device", "use cpu, cuda or cuda:N", ErrorCode::kInvalidInput);
+  }
+}
+
+at::Device open_device(const std::string& spelling, const std::string& source) {
+  check_device_name(spelling, source);
+  if (spelling == "cpu") return at::Device(at::kCPU);
+  if (!at::hasCUDA()) {
+    throw Error(source + " " + spelling + " but this process sees no CUDA GPU",
+                "build with -DMOERL_CUDA=ON against a CUDA libtorch and run on a GPU machine, or use the cpu",
+                ErrorCode::kInvalidInput);
+  }
+  enable_gpu_paths();
+  return at::Device(spelling);
 }
 
 void enable_gpu_paths_for(const JobConfig& cfg) {

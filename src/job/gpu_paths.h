@@ -9,7 +9,10 @@
 // config keeps everything on the CPU.
 #pragma once
 
+#include <ATen/Device.h>
+
 #include <cstdint>
+#include <string>
 
 #include "job/job_config.h"
 
@@ -19,6 +22,14 @@ namespace moerl::job {
 void enable_gpu_paths();
 // When cfg places the model on a GPU ([model] device) or names a GPU EP backend.
 void enable_gpu_paths_for(const JobConfig& cfg);
+
+// The device a spelling names: "cpu", "cuda" or "cuda:N"; `source` names where the spelling
+// came from in the error ("generate: --device", "config: model.device"). check_device_name
+// validates the spelling only (configs are rendered on CPU hosts); open_device also requires
+// a visible GPU for a CUDA device and switches the GPU paths on. Errors are kInvalidInput.
+//   at::Device d = open_device(flag_value, "bench train: --device");
+void check_device_name(const std::string& spelling, const std::string& source);
+at::Device open_device(const std::string& spelling, const std::string& source);
 
 // Peak bytes held by tensors on the current GPU since the last reset (the CUDA caching
 // allocator's allocated_bytes peak, over both pools); -1 in a CPU build or without a GPU.

@@ -1,5 +1,7 @@
 #include "job/job_config.h"
 
+#include "job/gpu_paths.h"
+
 #include "base/error.h"
 #include "base/log.h"
 #include "tasks/registry.h"
@@ -36,10 +38,7 @@ ModelSection read_model(ConfigTable t) {
   a.max_position_embeddings = t.integer("max_position_embeddings", 256, {8, 1 << 24});
   a.rms_norm_eps = t.number("rms_norm_eps", 1e-6, {0, 1});
   m.device = t.string("device", "cpu");
-  if (m.device != "cpu" && m.device != "cuda" && m.device.rfind("cuda:", 0) != 0) {
-    throw Error("config: model.device = \"" + m.device + "\" is not a device",
-                "use \"cpu\", \"cuda\" or \"cuda:N\"");
-  }
+  check_device_name(m.device, "config: model.device");
   m.dtype = parse_dtype(t.string("dtype", "float32"), "model.dtype", {DType::kFloat32, DType::kBFloat16});
   m.rollout_dtype = t.has("rollout_dtype") ? parse_dtype(t.string("rollout_dtype", ""), "model.rollout_dtype",
                                                          {DType::kFloat32, DType::kBFloat16})
@@ -127,13 +126,7 @@ TrainSection read_train_section(ConfigTable t, int64_t max_new_tokens, bool asyn
 model::ModelOptions ModelSection::options(bool rollout) const {
   model::ModelOptions o;
   o.dtype = (rollout ? rollout_dtype : dtype) == DType::kBFloat16 ? at::kBFloat16 : at::kFloat;
-  if (device != "cpu") {
-    if (!at::hasCUDA()) {
-      throw Error("config: model.device = \"" + device + "\" but this process sees no CUDA GPU",
-                  "build with -DMOERL_CUDA=ON against a CUDA libtorch and run on a GPU machine, or set model.device = \"cpu\"");
-    }
-    o.device = at::Device(device);
-  }
+  o.device = open_device(device, "config: model.device");
   return o;
 }
 
