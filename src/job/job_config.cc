@@ -1,9 +1,8 @@
 #include "job/job_config.h"
 
-#include "job/gpu_paths.h"
-
 #include "base/error.h"
 #include "base/log.h"
+#include "job/gpu_paths.h"
 #include "tasks/registry.h"
 #include "train/reward_model.h"
 

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "runtime/redis_streams.h"
+#include "runtime/trainer_lease.h"
 
 namespace moerl::runtime {
 namespace {
@@ -64,16 +65,10 @@ end
 return {xlen, pending, handback, dead}
 )lua";
 
-// KEYS[1] tasks, KEYS[2] cursor key, KEYS[3] trainer epoch; ARGV[1] task bytes, ARGV[2] next
-// cursor ('0': enqueue without moving it), ARGV[3] the writer's epoch ('0': unfenced).
-// Returns 1 enqueued, 0 already enqueued (the cursor is there), or {'fenced', epoch now} when
-// a later trainer took the namespace. A counter below ours (a Redis that lost it) fences no
-// one: the lease's renewal puts it back (runtime/trainer_lease.cc).
-constexpr const char* kEnqueueScript = R"lua(
-if ARGV[3] ~= '0' then
-  local now = redis.call('GET', KEYS[3]) or '0'
-  if tonumber(now) > tonumber(ARGV[3]) then return {'fenced', now} end
-end
+// After kEpochFencePrologue. KEYS[1] tasks, KEYS[2] cursor key, KEYS[3] trainer epoch;
+// ARGV[1] task bytes, ARGV[2] next cursor ('0': enqueue without moving it), ARGV[3] the
+// writer's epoch. Returns 1 enqueued, 0 already enqueued (the cursor is there).
+constexpr const char* kEnqueueBody = R"lua(
 if ARGV[2] ~= '0' then
   local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
   if cur >= tonumber(ARGV[2]) then return 0 end
@@ -146,16 +141,12 @@ bool RedisTaskQueue::enqueue_from(const TaskUnit& task, uint64_t next_cursor, De
 }
 
 bool RedisTaskQueue::fenced_enqueue(const TaskUnit& task, uint64_t next_cursor, Deadline deadline) {
+  static const std::string script = std::string(kEpochFencePrologue) + kEnqueueBody;
   const std::string epoch = std::to_string(epoch_.load());
-  RedisReply r = control_.command_ok({"EVAL", kEnqueueScript, "3", keys_.tasks, keys_.producer_cursor,
-                                      keys_.trainer_epoch, encode_task(task), std::to_string(next_cursor), epoch},
+  RedisReply r = control_.command_ok({"EVAL", script, "3", keys_.tasks, keys_.producer_cursor, keys_.trainer_epoch,
+                                      encode_task(task), std::to_string(next_cursor), epoch},
                                      deadline);
-  if (r.is_array()) {
-    throw Error("trainer: lost runtime.namespace '" + ns_ + "' (epoch " + epoch + ") to a later trainer (epoch " +
-                    r.at(1).str + "); task " + task.task_id + " was not enqueued",
-                "two trainers must not share a runtime.namespace; a trainer paused past "
-                "runtime.trainer_lease_seconds is replaced by its successor, which owns the task queue now");
-  }
+  throw_if_fenced(r, ns_, epoch, "task " + task.task_id + " was not enqueued");
   if (r.integer != 1) return false;
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.enqueued;

@@ -169,6 +169,22 @@ std::string RedisTrainerLease::lost_message(const std::string& holder) const {
          "; this trainer stops without publishing or checkpointing again";
 }
 
+const char* const kEpochFencePrologue = R"lua(
+if ARGV[#ARGV] ~= '0' then
+  local now = redis.call('GET', KEYS[#KEYS]) or '0'
+  if tonumber(now) > tonumber(ARGV[#ARGV]) then return {'fenced', now} end
+end
+)lua";
+
+void throw_if_fenced(const RedisReply& reply, const std::string& ns, const std::string& epoch,
+                     const std::string& what) {
+  if (!reply.is_array() || reply.elements.size() != 2 || reply.at(0).str != "fenced") return;
+  throw Error("trainer: lost runtime.namespace '" + ns + "' (epoch " + epoch + ") to a later trainer (epoch " +
+                  reply.at(1).str + "); " + what,
+              "two trainers must not share a runtime.namespace; a trainer paused past "
+              "runtime.trainer_lease_seconds is replaced by its successor, which writes the namespace now");
+}
+
 std::unique_ptr<TrainerLease> open_trainer_lease(const RuntimeConfig& config, const std::string& holder) {
   if (config.backend() == BackendKind::kInProcess) return nullptr;
   return std::make_unique<RedisTrainerLease>(config.redis_url(), config.ns, holder,

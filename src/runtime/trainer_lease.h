@@ -72,6 +72,18 @@ class RedisTrainerLease : public TrainerLease {
   std::thread thread_;
 };
 
+// The epoch fence of a trainer's Redis writes (RedisTaskQueue's enqueues, RedisWeightRegistry's
+// publications): Lua a write script starts with. The script's last key is NS:trainer:epoch and
+// its last argument the writer's epoch ('0': unfenced); it returns {'fenced', epoch now} when a
+// later trainer took the namespace. A counter below the writer's (a Redis that lost it) fences
+// no one: the holder's lease renewal puts it back.
+//   std::string script = std::string(kEpochFencePrologue) + body;
+extern const char* const kEpochFencePrologue;
+// Throws the "lost runtime.namespace" Error, saying `what` did not happen, when `reply` is the
+// prologue's refusal; otherwise returns.
+void throw_if_fenced(const RedisReply& reply, const std::string& ns, const std::string& epoch,
+                     const std::string& what);
+
 // nullptr for the in-process backend (one process: nothing to fence); else a RedisTrainerLease
 // on runtime.namespace with runtime.trainer_lease_seconds.
 std::unique_ptr<TrainerLease> open_trainer_lease(const RuntimeConfig& config, const std::string& holder);

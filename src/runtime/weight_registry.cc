@@ -8,17 +8,14 @@
 #include "base/error.h"
 #include "runtime/in_process_queue.h"
 #include "runtime/redis_queue.h"
+#include "runtime/trainer_lease.h"
 
 namespace moerl::runtime {
 namespace {
 
-// KEYS[1] latest hash, KEYS[2] stream. ARGV: version, location, published ms.
-// Returns 1 published, 2 exact repeat of the latest, 0 not newer (reply {0, latest}).
-constexpr const char* kPublishScript = R"lua(
-if ARGV[4] ~= '0' then
-  local now = redis.call('GET', KEYS[3]) or '0'
-  if tonumber(now) > tonumber(ARGV[4]) then return {3, now} end
-end
+// After kEpochFencePrologue. KEYS[1] latest hash, KEYS[2] stream, KEYS[3] trainer epoch.
+// ARGV: version, location, published ms, the writer's epoch. Returns 1 published, 2 exact repeat of the latest, 0 not newer (reply {0, latest}).
+constexpr const char* kPublishBody = R"lua(
 local cur = redis.call('HGET', KEYS[1], 'version')
 if cur then
   if tonumber(cur) == tonumber(ARGV[1]) and redis.call('HGET', KEYS[1], 'location') == ARGV[2] then
@@ -93,17 +90,13 @@ RedisWeightRegistry::RedisWeightRegistry(const RedisUrl& url, const std::string&
 
 void RedisWeightRegistry::publish(uint64_t version, const std::string& location,
                                   Deadline deadline) {
+  static const std::string script = std::string(kEpochFencePrologue) + kPublishBody;
   const std::string epoch = std::to_string(epoch_.load());
-  RedisReply r = client_.command_ok({"EVAL", kPublishScript, "3", latest_key_, stream_, epoch_key_,
+  RedisReply r = client_.command_ok({"EVAL", script, "3", latest_key_, stream_, epoch_key_,
                                      std::to_string(version), location, std::to_string(unix_ms_now()), epoch},
                                     deadline);
+  throw_if_fenced(r, ns_, epoch, "weight version " + std::to_string(version) + " was not published");
   if (r.at(0).integer == 0) throw not_newer(version, r.at(1).str);
-  if (r.at(0).integer == 3) {
-    throw Error("trainer: lost runtime.namespace '" + ns_ + "' (epoch " + epoch + ") to a later trainer (epoch " +
-                    r.at(1).str + "); weight version " + std::to_string(version) + " was not published",
-                "two trainers must not share a runtime.namespace; a trainer paused past "
-                "runtime.trainer_lease_seconds is replaced by its successor, which publishes the weights now");
-  }
 }
 
 std::optional<std::pair<std::string, WeightVersion>> RedisWeightRegistry::newest(Deadline deadline) {

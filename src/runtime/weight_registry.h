@@ -7,7 +7,8 @@
 // Versions must increase: publishing a version <= the latest throws moerl::Error (except an
 // exact repeat of the latest, which is a no-op so retries after a lost reply are safe).
 // Backends: InProcessWeightRegistry; RedisWeightRegistry (hash NS:weights:latest + stream
-// NS:weights, both written by one Lua script, which checks NS:trainer:epoch against set_epoch's). Thread-safe; every wait takes a deadline.
+// NS:weights, both written by one Lua script behind the trainer epoch fence,
+// runtime/trainer_lease.h). Thread-safe; every wait takes a deadline.
 #pragma once
 
 #include <atomic>

@@ -63,14 +63,14 @@ class TokenStatsFn : public torch::autograd::Function<TokenStatsFn> {
     at::Tensor lse = at::empty({fused ? N : 0}, f);
     {
       at::NoGradGuard no_grad;
-      for (int64_t s = 0; fused && s < N; s += chunk) {
+      for (int64_t s = 0; s < N; s += chunk) {
         const int64_t e = std::min(N, s + chunk);
-        g_kernels.forward(at::linear(h_NH.slice(0, s, e), w_VH), targets_N.slice(0, s, e),
-                          inverse_temperature(sampling), logp.slice(0, s, e),
-                          with_entropy ? ent.slice(0, s, e) : at::Tensor(), lse.slice(0, s, e));
-      }
-      for (int64_t s = 0; !fused && s < N; s += chunk) {
-        const int64_t e = std::min(N, s + chunk);
+        if (fused) {
+          g_kernels.forward(at::linear(h_NH.slice(0, s, e), w_VH), targets_N.slice(0, s, e),
+                            inverse_temperature(sampling), logp.slice(0, s, e),
+                            with_entropy ? ent.slice(0, s, e) : at::Tensor(), lse.slice(0, s, e));
+          continue;
+        }
         at::Tensor lp = chunk_logprobs(h_NH.slice(0, s, e), w_VH, sampling);
         logp.slice(0, s, e).copy_(lp.gather(1, targets_N.slice(0, s, e).unsqueeze(1)).squeeze(1));
         if (with_entropy) {
