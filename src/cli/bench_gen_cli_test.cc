@@ -2,8 +2,10 @@
 // object whose figures come from the run; bad flags fail with the flag named; the shipped
 // presets parse as the real checkpoints' config.json files.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "base/deadline.h"
@@ -55,6 +57,40 @@ TEST(BenchGenCli, BadFlagsNameTheFlag) {
   r = bench_gen({"--config", cfg + ".missing"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("config.json.missing"), std::string::npos) << r.output;
+}
+
+// --baseline runs a command with the run's geometry appended and sets its figures beside ours
+// per batch; a command that fails or prints no JSON is an error naming it.
+TEST(BenchGenCli, BaselineCommandGetsTheGeometryAndItsRowsAreCompared) {
+  if (bin().empty() || !std::filesystem::exists(bin())) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
+  const std::string cfg = source_dir() + "/tests/fixtures/qwen2_moe/config.json";
+  const auto script = std::filesystem::temp_directory_path() / ("moerl_fake_baseline_" + std::to_string(::getpid()));
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\necho 'a progress line'\n"
+         "printf '{\"baseline\": \"fake %s\", \"rows\": [{\"batch\": 2, \"decode_ms_per_step\": 50, "
+         "\"new_tokens_per_s\": 40}, {\"batch\": 5, \"error\": \"out of memory\"}]}\\n' \"$*\"\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  CapturedRun r = bench_gen({"--config", cfg, "--layers", "2", "--batch", "2,5", "--prompt", "6", "--new-tokens", "4",
+                             "--baseline", script.string()});
+  ASSERT_EQ(r.status, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find("\n{") + 1));
+  EXPECT_NE(j.at("baseline").get<std::string>().find("--layers 2 --batch 2,5 --prompt 6 --new-tokens 4"),
+            std::string::npos)
+      << j.dump();
+  const auto& rows = j.at("rows");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_NEAR(rows[0].at("speedup_vs_baseline").get<double>(), 50 / rows[0].at("decode_ms_per_step").get<double>(),
+              1e-9);
+  EXPECT_EQ(rows[0].at("baseline_new_tokens_per_s").get<double>(), 40);
+  EXPECT_EQ(rows[1].at("baseline_error").get<std::string>(), "out of memory");
+  EXPECT_FALSE(rows[1].contains("speedup_vs_baseline"));
+
+  r = bench_gen({"--config", cfg, "--batch", "2", "--prompt", "6", "--new-tokens", "4", "--baseline", "false"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--baseline 'false' exited with status 1"), std::string::npos) << r.output;
+  std::filesystem::remove(script);
 }
 
 // The presets are the real models' config.json keys: too big for this machine's memory, so

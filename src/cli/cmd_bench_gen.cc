@@ -1,6 +1,8 @@
 // `moerl bench gen`: generation speed of a model geometry (a Hugging Face config.json, random
 // weights drawn on the device) against the memory roofline of its decode step; one JSON
 // object on stdout.
+#include <sys/wait.h>
+
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -35,12 +37,36 @@ std::vector<int64_t> int_list(const std::string& text, const char* flag) {
   return out;
 }
 
+// Runs the baseline command (before this process takes GPU memory) with the run's geometry
+// appended and parses the JSON object it prints on stdout.
+nlohmann::json run_baseline(const std::string& cmd, const std::string& config, int64_t layers,
+                            const std::string& batches, int64_t prompt, int64_t new_tokens) {
+  const std::string full = cmd + " --config '" + config + "' --layers " + std::to_string(layers) + " --batch " +
+                           batches + " --prompt " + std::to_string(prompt) + " --new-tokens " + std::to_string(new_tokens);
+  std::fprintf(stderr, "bench gen: baseline: %s\n", full.c_str());
+  FILE* pipe = ::popen(full.c_str(), "r");
+  if (!pipe) throw Error("bench gen: --baseline: cannot start '" + cmd + "'", "check the command", ErrorCode::kIo);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
+  const int status = ::pclose(pipe);
+  const size_t brace = text.rfind("\n{");
+  nlohmann::json out = nlohmann::json::parse(brace == std::string::npos ? text : text.substr(brace + 1), nullptr, false);
+  if (status != 0 || out.is_discarded() || !out.contains("rows")) {
+    throw Error("bench gen: --baseline '" + cmd + "' exited with status " + std::to_string(WEXITSTATUS(status)) +
+                    " and printed no JSON object with \"rows\"",
+                "run the command by hand (e.g. python3 dev/gpu/hf_generate.py --config C.json --batch 64 --prompt 64)",
+                ErrorCode::kInvalidInput);
+  }
+  return out;
+}
+
 int run_bench_gen(Args& a) {
   if (a.flag("--help") || a.flag("-h")) {
     std::printf(
         "usage: moerl bench gen --config CONFIG.json [--layers N] [--batch 64,128,256] [--prompt 64]\n"
         "                       [--new-tokens 64] [--device cpu|cuda] [--seed 7] [--group G]\n"
-        "                       [--profile TRACE.json]\n"
+        "                       [--profile TRACE.json] [--baseline 'python3 dev/gpu/hf_generate.py']\n"
         "Decode speed of the geometry CONFIG.json describes (a Hugging Face config.json; --layers keeps the\n"
         "first N layers), random weights drawn on the device (bf16 on cuda, float32 on cpu), temperature 1.\n"
         "Per batch: decode ms per step ((time of 8 + new-tokens tokens - time of 8) / new-tokens), new\n"
@@ -50,19 +76,23 @@ int run_bench_gen(Args& a) {
         "batch); each row then also times prefilling every sample and prints the rollout tokens/s ratio\n"
         "of the shared prefill to it. --profile runs the last batch's longer run once more under PyTorch's\n"
         "profiler, writes its Chrome trace to TRACE.json and adds the GPU kernels that took the most time\n"
-        "to the JSON. Presets: examples/bench/*.json.\n");
+        "to the JSON. --baseline CMD first runs CMD with --config, --layers, --batch, --prompt and --new-tokens\n"
+        "appended (dev/gpu/hf_generate.py: transformers' generate on the same device) and adds its tokens/s\n"
+        "and our speed-up to each row. Presets: examples/bench/*.json.\n");
     return 0;
   }
   const std::string path = a.required("--config");
   io::HfConfig c = io::HfConfig::load(path);
   const int64_t layers = a.integer("--layers", c.num_hidden_layers);
-  const std::vector<int64_t> batches = int_list(a.value("--batch").value_or("64,128,256"), "--batch");
   const int64_t P = a.integer("--prompt", 64), N = a.integer("--new-tokens", 64), warm = 8;
   const std::string dev = a.value("--device").value_or("cpu");
   const uint64_t seed = static_cast<uint64_t>(a.integer("--seed", 7));
   const int64_t G = a.integer("--group", 1);
   const std::optional<std::string> profile = a.value("--profile");
+  const std::optional<std::string> baseline_cmd = a.value("--baseline");
+  const std::string batch_list = a.value("--batch").value_or("64,128,256");
   a.finish();
+  const std::vector<int64_t> batches = int_list(batch_list, "--batch");
   for (int64_t B : batches) {
     if (G < 1 || B % G != 0) {
       throw Error("bench gen: --group " + std::to_string(G) + " does not divide --batch " + std::to_string(B),
@@ -79,6 +109,8 @@ int run_bench_gen(Args& a) {
   c.num_hidden_layers = layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, P + warm + N);
   const at::Device device = job::open_device(dev, "bench gen: --device");
+  const nlohmann::json baseline =
+      baseline_cmd ? run_baseline(*baseline_cmd, path, layers, batch_list, P, N) : nlohmann::json();
   const at::ScalarType dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
   const double rate = copy_rate(device, device.is_cuda() ? int64_t{1} << 31 : int64_t{1} << 27);
   model::Model m = random_model(c, device, dtype, seed);
@@ -131,6 +163,17 @@ int run_bench_gen(Args& a) {
       rows.back()["rollout_tokens_per_s_each"] = tokens / each_long;
       rows.back()["shared_prefill_speedup"] = each_long / t_long;
     }
+    if (baseline_cmd) {
+      for (const auto& r : baseline["rows"]) {
+        if (r.value("batch", int64_t{0}) != B) continue;
+        if (r.contains("error")) {
+          rows.back()["baseline_error"] = r["error"];
+        } else {
+          rows.back()["baseline_new_tokens_per_s"] = r.value("new_tokens_per_s", 0.0);
+          rows.back()["speedup_vs_baseline"] = r.value("decode_ms_per_step", 0.0) / (1e3 * step_s);
+        }
+      }
+    }
     if (profile && B == batches.back()) kernels = profile_region(*profile, [&] { timed(warm + N); });
   }
   nlohmann::json out = {{"config", path},
@@ -144,6 +187,7 @@ int run_bench_gen(Args& a) {
                         {"weights_GB", (weight_bytes + expert_bytes) / 1e9},
                         {"rows", rows}};
   if (profile) out["profile"] = kernels;
+  if (baseline_cmd) out["baseline"] = baseline.value("baseline", *baseline_cmd);
   std::printf("%s\n", out.dump(1).c_str());
   return 0;
 }
