@@ -27,6 +27,9 @@ nlohmann::json run_with_processes(const JobConfig& cfg, const JobOptions& option
   const fs::path conf = fs::path(options.run_dir) / "config.toml";
   write_file_atomic(conf.string(), cfg.effective_toml);
   const std::string self = fs::read_symlink("/proc/self/exe").string();  // this moerl binary
+  // An earlier end's "run done" marker would send the workers away before the trainer
+  // (which also removes it) starts: a finished run given more steps resumes.
+  store::open_store(job_store_uri(cfg, options.run_dir))->remove(rollout::kRunDoneKey);
   std::vector<Subprocess> workers;
   std::vector<std::string> argv = {self, "rollout", conf.string(), "--run-dir", options.run_dir};
   // One machine: the trainer holds [metrics] prometheus_port; each worker takes a free one (logged).

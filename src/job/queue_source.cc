@@ -66,7 +66,9 @@ QueueSource::QueueSource(RunContext& ctx, QueueSourceOptions options) : ctx_(ctx
                 "open them with runtime::open_backends(cfg.runtime)", ErrorCode::kInvalidInput);
   }
   if (!lead()) return;
-  if (!ctx_.resumed) ctx_.store->remove(rollout::kRunDoneKey);
+  // A trainer that starts has steps to run (a finished run given more, or a restart): the
+  // marker of an earlier end would send its workers away. It is written again at the end.
+  ctx_.store->remove(rollout::kRunDoneKey);
   trim_trained_log(ctx_.path("trained.jsonl"), ctx_.resumed, ctx_.state.rl_step);
 }
 
