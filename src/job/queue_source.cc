@@ -175,12 +175,26 @@ void QueueSource::start_lead() {
                 call_deadline());
 }
 
+std::shared_ptr<rollout::SharedWeightsWriter> QueueSource::shared_weights_writer() const {
+  const runtime::RuntimeConfig& rt = ctx_.cfg.runtime;
+  if (!rt.shared_weights || o_.handoff) return nullptr;  // in-process workers take versions in memory
+  if (ctx_.world > 1) {
+    throw Error("config: runtime.weight_transport = \"shared\" with a trainer group of " + std::to_string(ctx_.world) +
+                    " ranks",
+                "a trainer group's ranks each hold part of the experts and publish through the store: set "
+                "weight_transport = \"store\"",
+                ErrorCode::kInvalidInput);
+  }
+  return std::make_shared<rollout::SharedWeightsWriter>(rt.shared_weights_dir, rt.ns);
+}
+
 void QueueSource::start() {
   on_lead("starting the async trainer", [&](const ep::ControlGroup::Beat&) { start_lead(); });
   publisher_ = std::make_unique<rollout::VersionPublisher>(
       *ctx_.store, *o_.backends.weights, o_.handoff,
       ctx_.path("scratch") + (ctx_.world > 1 ? "/rank-" + std::to_string(ctx_.rank) : std::string()),
-      rollout::VersionPolicy{.keep = 3, .every = ctx_.cfg.runtime.publish_every, .group = ctx_.dp});
+      rollout::VersionPolicy{.keep = 3, .every = ctx_.cfg.runtime.publish_every, .group = ctx_.dp},
+      shared_weights_writer());
   ctx_.state.policy_version = publisher_->publish(ctx_.state.policy_version, *ctx_.policy, call_deadline());
   if (!lead()) return;
   lineage_.begin(ctx_.state.policy_version);

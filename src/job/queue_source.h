@@ -71,6 +71,8 @@ class QueueSource final : public ExperienceSource {
   // every rank of a trainer group.
   void on_lead(const std::string& what, const std::function<void(const ep::ControlGroup::Beat&)>& fn);
   void start_lead();            // lease, lineage, controller, restore (rank 0)
+  // [runtime] weight_transport = "shared" for worker processes: the writer; else null.
+  std::shared_ptr<rollout::SharedWeightsWriter> shared_weights_writer() const;
   // The whole step's records (rank 0); `beat` (may be empty) is called at least every
   // kBeatSeconds while it waits, so a trainer group's other ranks wait it out.
   StepExperience take_batch(const ep::ControlGroup::Beat& beat);

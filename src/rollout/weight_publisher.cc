@@ -93,11 +93,11 @@ TensorFilter local_tensors(const ep::Group& group) {
 
 VersionPublisher::VersionPublisher(store::ObjectStore& store, runtime::WeightRegistry& registry,
                                    std::shared_ptr<WeightHandoff> handoff, std::string scratch_dir,
-                                   VersionPolicy policy)
-    : store_(store), registry_(registry), handoff_(std::move(handoff)), scratch_dir_(std::move(scratch_dir)),
-      policy_(std::move(policy)) {
-  if (handoff_ && policy_.group && policy_.group->world_size() > 1) {
-    throw Error("weights: an in-memory handoff reaches only worker threads of one trainer process",
+                                   VersionPolicy policy, std::shared_ptr<SharedWeightsWriter> shared)
+    : store_(store), registry_(registry), handoff_(std::move(handoff)), shared_(std::move(shared)),
+      scratch_dir_(std::move(scratch_dir)), policy_(std::move(policy)) {
+  if ((handoff_ || shared_) && policy_.group && policy_.group->world_size() > 1) {
+    throw Error("weights: in-memory and shared-memory versions are written by one trainer process",
                 "a trainer group publishes through the store", ErrorCode::kInvalidInput);
   }
 }
@@ -108,7 +108,7 @@ bool VersionPublisher::due(uint64_t version) const {
 
 bool VersionPublisher::claim(uint64_t version) {
   const std::string prefix = weights_prefix(version);
-  if (handoff_) return !store_.head(prefix + "/" + store::kManifestName);
+  if (handoff_ || shared_) return !store_.head(prefix + "/" + store::kManifestName);
   // Anything under the prefix (a predecessor's shards, its claim): another life's version,
   // perhaps still being written by a trainer that froze mid-publication and will wake up.
   if (!store_.list(prefix + "/").empty()) return false;
@@ -140,6 +140,8 @@ uint64_t VersionPublisher::publish(uint64_t version, const model::Model& model, 
   const uint64_t v = pick(version, deadline);
   if (handoff_) {
     registry_.publish(v, handoff_->put(v, model), deadline);  // in-process workers: in memory
+  } else if (shared_) {
+    registry_.publish(v, shared_->put(v, model), deadline);  // worker processes on this host
   } else {
     publish_weights(store_, registry_, v, model, scratch_dir_, {.keep = policy_.keep}, deadline);
   }

@@ -23,6 +23,7 @@
 #include "ep/ep.h"
 #include "ep/torch/control_group.h"
 #include "model/model.h"
+#include "rollout/shared_weights.h"
 #include "rollout/weight_handoff.h"
 #include "runtime/weight_registry.h"
 #include "store/object_store.h"
@@ -84,8 +85,11 @@ struct VersionPolicy {
 
 class VersionPublisher {
  public:
+  // `shared` (may be null): versions travel through shared memory on this host instead of
+  // the store (workers in other processes on this host; rollout/shared_weights.h).
   VersionPublisher(store::ObjectStore& store, runtime::WeightRegistry& registry,
-                   std::shared_ptr<WeightHandoff> handoff, std::string scratch_dir, VersionPolicy policy);
+                   std::shared_ptr<WeightHandoff> handoff, std::string scratch_dir, VersionPolicy policy,
+                   std::shared_ptr<SharedWeightsWriter> shared = nullptr);
   // True when `version` is due under policy.every.
   bool due(uint64_t version) const;
   // Publishes `model` as `version` or the next version above it that is free; returns the
@@ -102,6 +106,7 @@ class VersionPublisher {
   store::ObjectStore& store_;
   runtime::WeightRegistry& registry_;
   std::shared_ptr<WeightHandoff> handoff_;
+  std::shared_ptr<SharedWeightsWriter> shared_;
   const std::string scratch_dir_;
   const VersionPolicy policy_;
   bool first_ = true;

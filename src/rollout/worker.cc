@@ -125,6 +125,10 @@ StagedWeights RolloutWorker::stage(const std::string& location, const std::strin
     }
     return StagedWeights{.version = snap->version, .dir = "", .params = snap->params};
   }
+  if (is_shared_location(location)) {
+    SharedWeights s = read_shared_weights(location, wanted_);
+    return StagedWeights{.version = s.version, .dir = "", .params = std::move(s.params)};
+  }
   return fetch_weights(store_, location, scratch, wanted_);
 }
 
@@ -220,6 +224,10 @@ bool RolloutWorker::load_first_version(runtime::DrainController& drain) {
         for (const auto& [name, t] : snap->params) own.emplace(name, t.clone());
         policy_ = std::make_unique<model::Model>(snap->config, std::move(own), options_.model);
         active_version_ = snap->version;
+      } else if (is_shared_location(location)) {
+        SharedWeights s = read_shared_weights(location, wanted_);
+        policy_ = std::make_unique<model::Model>(std::move(s.config), std::move(s.params), options_.model);
+        active_version_ = s.version;
       } else {
         StagedWeights w = fetch_weights(store_, location, (fs::path(options_.scratch_dir) / "init").string(), wanted_);
         policy_ = std::make_unique<model::Model>(model::load_model(w.dir, options_.model));

@@ -54,6 +54,8 @@ RuntimeConfig RuntimeConfig::from_config(ConfigTable t) {
   c.max_staleness = static_cast<uint64_t>(t.integer("max_staleness", static_cast<int64_t>(c.max_staleness), {.min = 0, .max = 1e6}));
   c.stale_policy = parse_stale_policy(t.choice("stale_policy", "drop", {"drop", "regenerate"}));
   c.publish_every = static_cast<int>(t.integer("publish_every", c.publish_every, {.min = 1, .max = 1000}));
+  c.shared_weights = t.choice("weight_transport", "store", {"store", "shared"}) == "shared";
+  c.shared_weights_dir = t.string("shared_weights_dir", c.shared_weights_dir);
   c.drain_seconds = t.number("drain_seconds", c.drain_seconds, {.min = 0.1, .max = 3600});
   c.drain_margin_seconds = t.number("drain_margin_seconds", c.drain_margin_seconds, {.min = 0, .max = 3600});
   c.call_timeout_seconds = t.number("call_timeout_seconds", c.call_timeout_seconds, {.min = 0.1, .max = 3600});
@@ -116,6 +118,7 @@ nlohmann::json RuntimeConfig::to_json() const {
           {"max_staleness", max_staleness},
           {"stale_policy", stale_policy_name(stale_policy)},
           {"publish_every", publish_every},
+          {"weight_transport", shared_weights ? "shared" : "store"},
           {"drain_seconds", drain_seconds},
           {"trainer_lease_seconds", trainer_lease_seconds},
           {"spot_enabled", spot_enabled},

@@ -56,6 +56,12 @@ struct RuntimeConfig {
   // steps, so a sample can be up to publish_every - 1 versions old when it is generated;
   // must not exceed max_staleness). Larger values amortise publication on small models.
   int publish_every = 1;
+  // How a version travels from the trainer to worker processes: "store" (a commit in the
+  // object store, any host) or "shared" (memory-mapped files in shared_weights_dir: workers
+  // on the trainer's host only, rollout/shared_weights.h). In-process workers always take
+  // versions in memory.
+  bool shared_weights = false;
+  std::string shared_weights_dir = "/dev/shm";
   StalePolicy stale_policy = StalePolicy::kDrop;
   double drain_seconds = 90;
   double drain_margin_seconds = 2;
