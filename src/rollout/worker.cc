@@ -172,15 +172,16 @@ void RolloutWorker::sync_version(runtime::DrainController& drain) {
   if (!w->dir.empty()) remove_tree(w->dir);
 }
 
-std::optional<std::string> RolloutWorker::wait_first_location(runtime::DrainController& drain) {
-  Deadline first = Deadline::after_seconds(options_.first_version_seconds);
+std::optional<runtime::WeightVersion> RolloutWorker::wait_first_version(runtime::DrainController& drain,
+                                                                        const Deadline& first,
+                                                                        std::optional<uint64_t> unloadable) {
   double last_warn = -1e9;
   while (true) {
     if (drain.state() != runtime::DrainState::kRunning || store_.head(kRunDoneKey)) return std::nullopt;
     std::optional<runtime::WeightVersion> v;
     try {
-      v = backends_.weights->wait_newer(0, Deadline::after_seconds(0.5));
-      if (!v) v = backends_.weights->latest(Deadline::after_seconds(5));  // version 0 itself
+      v = backends_.weights->wait_newer(unloadable.value_or(0), Deadline::after_seconds(0.5));
+      if (!v && !unloadable) v = backends_.weights->latest(Deadline::after_seconds(5));  // version 0 itself
     } catch (const Error& e) {
       // The registry (Redis) restarting or not up yet: keep asking until the first deadline.
       if (e.code() != ErrorCode::kUnavailable && e.code() != ErrorCode::kTimeout) throw;
@@ -191,11 +192,13 @@ std::optional<std::string> RolloutWorker::wait_first_location(runtime::DrainCont
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    if (v) return v->location;
+    if (v) return v;
     if (first.expired()) {
-      throw Error("rollout worker " + options_.worker_id + ": no policy version was published within " +
-                      std::to_string(options_.first_version_seconds) + " s",
-                  "start the trainer (moerl trainer CONFIG) with the same [runtime] queue_url and namespace",
+      throw Error("rollout worker " + options_.worker_id + ": no policy version " +
+                      (unloadable ? "newer than the unloadable v" + std::to_string(*unloadable) + " " : std::string()) +
+                      "was published within " + std::to_string(options_.first_version_seconds) + " s",
+                  "start the trainer (moerl trainer CONFIG) with the same [runtime] queue_url and namespace, and "
+                  "give the workers the trainer's store ([store] uri or --run-dir)",
                   ErrorCode::kTimeout);
     }
     if (link_) link_->group().broadcast("W");  // a heartbeat: the followers keep waiting
@@ -203,12 +206,18 @@ std::optional<std::string> RolloutWorker::wait_first_location(runtime::DrainCont
 }
 
 bool RolloutWorker::load_first_version(runtime::DrainController& drain) {
-  for (int attempt = 0;; ++attempt) {
+  const Deadline first = Deadline::after_seconds(options_.first_version_seconds);
+  // A version that failed to load (an earlier run's, named by a registry this run's store does
+  // not match; one pruned meanwhile): the next one tried is newer, up to the first deadline.
+  std::optional<uint64_t> unloadable;
+  while (true) {
     // The leader picks the version ("L" + location; "S": drained first), every rank loads it.
     std::string pick;
+    uint64_t picked = 0;
     if (leader()) {
-      std::optional<std::string> loc = wait_first_location(drain);
-      pick = loc ? "L" + *loc : "S";
+      std::optional<runtime::WeightVersion> v = wait_first_version(drain, first, unloadable);
+      pick = v ? "L" + v->location : "S";
+      picked = v ? v->version : 0;
     }
     if (link_) {
       do {
@@ -240,15 +249,9 @@ bool RolloutWorker::load_first_version(runtime::DrainController& drain) {
     // Every rank must hold the same version: a failure anywhere makes all of them retry.
     const bool failed = link_ ? link_->group().any(!failure.empty()) : !failure.empty();
     if (!failed) return true;
-    if (attempt >= 20) {
-      throw Error("rollout worker " + options_.worker_id + ": could not load the first policy version " + location +
-                      (failure.empty() ? " on another rank of the instance" : ": " + failure),
-                  "check that the store holds the trainer's weights/ (the same [store] uri or --run-dir)",
-                  ErrorCode::kUnavailable);
-    }
     MOERL_LOG(WARN) << options_.worker_id << ": loading " << location << " failed ("
-                    << (failure.empty() ? "on another rank" : failure) << "); trying the newest version";
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                    << (failure.empty() ? "on another rank" : failure) << "); waiting for a newer version";
+    unloadable = picked;
   }
 }
 

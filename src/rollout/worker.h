@@ -96,8 +96,10 @@ class RolloutWorker {
   bool leader() const { return !link_ || link_->leader(); }
   // The first version, loaded on every rank (the leader picks it). False: drained first.
   bool load_first_version(runtime::DrainController& drain);
-  // The newest announced version's location (leader); nullopt once draining.
-  std::optional<std::string> wait_first_location(runtime::DrainController& drain);
+  // (Leader) the newest version (above `unloadable` when set) once one is announced; nullopt when the
+  // worker drains or the run is done first; kTimeout at `first`.
+  std::optional<runtime::WeightVersion> wait_first_version(runtime::DrainController& drain, const Deadline& first,
+                                                           std::optional<uint64_t> unloadable);
   void stage_loop(runtime::DrainController* drain);
   // A version's weights from the handoff (dir empty) or fetched from the store into scratch
   // (this rank's files only).
