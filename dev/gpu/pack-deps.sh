@@ -53,4 +53,7 @@ done
 # Older GTest packages name absolute /usr paths: point them at the packed copies.
 sed -i -e "s|/usr/lib/x86_64-linux-gnu/|\${_IMPORT_PREFIX}/lib/x86_64-linux-gnu/|g" -e 's|"/usr/include"|"${_IMPORT_PREFIX}/include"|g' \
   "$D"/lib/x86_64-linux-gnu/cmake/GTest/*.cmake
+# The Qwen3 tokenizer for the GPU RL run (dev/gpu/rl-qwen3.sh): tools/tokenizers/data links
+# into node_modules, which does not travel (compressed: the carry is limited to 64 MiB).
+tar -C tools/tokenizers/data/qwen3 -cJhf "$D/share/qwen3-tokenizer.tar.xz" tokenizer.json tokenizer_config.json
 du -sh "$D"

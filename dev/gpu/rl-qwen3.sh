@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The GPU RL run at the Qwen3-30B-A3B layer shape (#19): `moerl init` makes a random-weight
+# model directory of examples/bench/qwen3-30b-a3b.json cut to LAYERS layers with the real
+# Qwen3 tokenizer; examples/gpu-qwen3.toml then runs
+#   0. async with versions published through the object store (weight_transport = "store");
+#   1. async, trainer and one rollout worker as two processes sharing the GPU (Redis on
+#      loopback), versions through shared memory, STEPS steps, a checkpoint at the end;
+#   2. the same run resumed from its checkpoint to STEPS + 2 steps;
+#   3. sync, one process, STEPS steps;
+# and prints, per run: samples/s (one definition for both modes), rollout and train tokens/s,
+# MFU of the train phase (6 x active parameters x train tokens/s / the bf16 matmul rate
+# measured here), staleness, the GPU memory peak of each process, accounting.
+#   dev/gpu/rl-qwen3.sh BUILD_DIR OUT_DIR [LAYERS=2] [STEPS=4] [--set key=value ...]
+set -euo pipefail
+B=$1 OUT=$2 L=${3:-2} STEPS=${4:-4}
+shift $(( $# < 4 ? $# : 4 ))
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+DEPS=$ROOT/.gpudeps
+export LD_LIBRARY_PATH=$DEPS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+TOK=$ROOT/tools/tokenizers/data/qwen3
+if [ ! -f "$TOK/tokenizer.json" ]; then  # the copy dev/gpu/pack-deps.sh packs
+  TOK=$OUT/qwen3-tokenizer; mkdir -p "$TOK"; tar -C "$TOK" -xJf "$DEPS/share/qwen3-tokenizer.tar.xz"
+fi
+M=$B/src/cli/moerl
+mkdir -p "$OUT"
+MODEL=$OUT/qwen3-${L}l
+python3 - "${RL_QWEN3_GEOMETRY:-$ROOT/examples/bench/qwen3-30b-a3b.json}" "$OUT/config-${L}l.json" "$L" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["num_hidden_layers"] = int(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+t0=$(date +%s)
+[ -f "$MODEL/model.safetensors" ] || "$M" init --config "$OUT/config-${L}l.json" --tokenizer "$TOK" --output "$MODEL"
+echo "rl-qwen3: model directory in $(( $(date +%s) - t0 )) s"
+PORT=${RL_RUN_REDIS_PORT:-6392}
+REDIS=$(command -v redis-server || echo "$DEPS/bin/redis-server")
+"$REDIS" --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$OUT" >"$OUT/redis.log" 2>&1 &
+RPID=$!
+MPID=
+trap 'kill $RPID $MPID 2>/dev/null || true' EXIT
+sleep 0.5
+
+run() {  # LABEL RUN_DIR [moerl train flags...]; GPU memory per process sampled every 200 ms
+  local label=$1 dir=$2; shift 2
+  local s=$(date +%s)
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 200 >"$OUT/$label.mem.csv" 2>/dev/null &
+  MPID=$!
+  "$M" train "$ROOT/examples/gpu-qwen3.toml" --no-plot --run-dir "$OUT/$dir" --set model.init="$MODEL" \
+    --set runtime.queue_url="redis://127.0.0.1:$PORT/0" "$@" >"$OUT/$label.log" 2>&1 || { tail -30 "$OUT/$label.log"; return 1; }
+  kill $MPID 2>/dev/null || true
+  cp "$OUT/$dir/summary.json" "$OUT/$label.json"; cp "$OUT/$dir/metrics.jsonl" "$OUT/$label.metrics.jsonl"
+  echo "== $label: wall $(( $(date +%s) - s )) s"
+}
+# Shared-memory versions: /dev/shm when it holds two bf16 copies with room to spare (a
+# container's is often 64 MiB), else a directory on disk (the page cache serves the reads).
+need_kb=$(( $(stat -c %s "$MODEL/model.safetensors") / 1024 * 3 / 2 ))
+SHM=/dev/shm
+[ "$(df --output=avail -k /dev/shm 2>/dev/null | tail -1)" -gt "$need_kb" ] 2>/dev/null || { SHM=$OUT/shm; mkdir -p "$SHM"; }
+echo "rl-qwen3: shared weights in $SHM"
+# Checkpoints only at each run's end (a 2-layer one is ~30 GB; the device disk is 64 GB).
+C=(--set train.checkpoint_every=0 --set runtime.shared_weights_dir="$SHM")
+run async_store async_store --fresh --set train.steps="$STEPS" --set runtime.weight_transport=store "${C[@]}" "$@"
+rm -rf "$OUT/async_store"
+run async async --fresh --set train.steps="$STEPS" "${C[@]}" "$@"
+run async_resumed async --set train.steps=$(( STEPS + 2 )) "${C[@]}" "$@"
+grep -iE "resumed at" "$OUT/async_resumed.log" | head -2 || true
+rm -rf "$OUT/async"
+run sync sync --fresh --set runtime.mode=sync --set train.steps="$STEPS" "${C[@]}" "$@"
+rm -rf "$OUT/sync"
+python3 "$ROOT/dev/gpu/rl_report.py" "$OUT/config-${L}l.json" "$OUT" async_store async async_resumed sync
