@@ -3,12 +3,14 @@
 #include <ATen/Parallel.h>
 #include <signal.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
 #include "base/deadline.h"
 #include "base/error.h"
 #include "base/files.h"
+#include "base/log.h"
 #include "base/subprocess.h"
 #include "job/gpu_paths.h"
 #include "job/roles.h"
@@ -31,21 +33,48 @@ nlohmann::json run_with_processes(const JobConfig& cfg, const JobOptions& option
   // (which also removes it) starts: a finished run given more steps resumes.
   store::open_store(job_store_uri(cfg, options.run_dir))->remove(rollout::kRunDoneKey);
   std::vector<Subprocess> workers;
+  std::vector<std::vector<std::string>> worker_argv;
   std::vector<std::string> argv = {self, "rollout", conf.string(), "--run-dir", options.run_dir};
   // One machine: the trainer holds [metrics] prometheus_port; each worker takes a free one (logged).
   if (cfg.metrics.prometheus_port > 0) argv.insert(argv.end(), {"--set", "metrics.prometheus_port=0"});
+  // config.toml holds no password: the workers get the resolved one in their environment.
+  SpawnOptions spawn_options{.parent_death_signal = SIGTERM};
+  if (!cfg.runtime.queue_password.empty()) spawn_options.set_env = {{"MOERL_REDIS_PASSWORD", cfg.runtime.queue_password}};
   for (int64_t i = 0; i < cfg.rollout.num_workers; ++i) {
     std::vector<std::string> a = argv;
     a.insert(a.end(), {"--worker-id", "local-" + std::to_string(i)});
-    // config.toml holds no password: the workers get the resolved one in their environment.
-    SpawnOptions o{.parent_death_signal = SIGTERM};
-    if (!cfg.runtime.queue_password.empty()) o.set_env = {{"MOERL_REDIS_PASSWORD", cfg.runtime.queue_password}};
-    workers.push_back(Subprocess::spawn(a, o));
+    workers.push_back(Subprocess::spawn(a, spawn_options));
+    worker_argv.push_back(std::move(a));
   }
+  // A worker that dies (a crash, the OOM killer, SIGKILL) is started again, as a Deployment
+  // restarts its pod, with a growing pause between restarts; its leases return when they
+  // expire. Without this the trainer waited for experience forever. A worker that exits 0
+  // decided the run is over (drained, or the run done) and stays down.
+  std::atomic<bool> watching{true};
+  std::thread watcher([&] {
+    std::vector<int> restarts(workers.size(), 0);
+    while (watching.load()) {
+      for (size_t i = 0; i < workers.size() && watching.load(); ++i) {
+        const std::optional<int> status = workers[i].poll();
+        if (!status || *status == 0) continue;
+        const double pause = std::min(30.0, 0.5 * (1 << std::min(restarts[i], 6)));
+        MOERL_LOG(WARN) << "rollout worker local-" << i << " exited with status " << *status << "; restarting it in "
+                        << pause << " s (restart " << ++restarts[i] << ")";
+        for (Deadline d = Deadline::after_seconds(pause); !d.expired() && watching.load();) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        // Spawned from this thread: its parent-death signal comes when the watcher ends, at reap.
+        if (watching.load()) workers[i] = Subprocess::spawn(worker_argv[i], spawn_options);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
   // Workers drain on their own once the trainer marks the run done; a stopped-early or
   // failed trainer leaves no marker, so they are told to drain. Either way each gets
   // drain_seconds (+ margin) before SIGKILL.
   auto reap = [&](bool tell) {
+    watching = false;
+    watcher.join();
     for (Subprocess& w : workers) {
       if (tell) w.signal(SIGTERM);
       w.wait_or_kill(Deadline::after_seconds(cfg.runtime.drain_seconds + 30));
