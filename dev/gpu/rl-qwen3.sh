@@ -5,14 +5,16 @@
 #   0. async with versions published through the object store (weight_transport = "store");
 #   1. async, trainer and one rollout worker as two processes sharing the GPU (Redis on
 #      loopback), versions through shared memory, STEPS steps, a checkpoint at the end;
-#   2. the same run resumed from its checkpoint to STEPS + 2 steps;
-#   3. sync, one process, STEPS steps;
+#   2. sync, one process, STEPS steps;
+#   3. run 1 resumed from its checkpoint to STEPS + 2 steps;
 # and prints, per run: samples/s (one definition for both modes), rollout and train tokens/s,
 # MFU of the train phase (6 x active parameters x train tokens/s / the bf16 matmul rate
 # measured here), staleness, the GPU memory peak of each process, accounting.
-#   dev/gpu/rl-qwen3.sh BUILD_DIR OUT_DIR [LAYERS=2] [STEPS=4] [--set key=value ...]
+#   dev/gpu/rl-qwen3.sh BUILD_DIR OUT_DIR [LAYERS=1] [STEPS=4] [--set key=value ...]
+# One layer by default: its checkpoints (~17 GB with float32 AdamW state, two at once while
+# one commits) fit a 64 GB disk; two layers need ~30 GB each.
 set -euo pipefail
-B=$1 OUT=$2 L=${3:-2} STEPS=${4:-4}
+B=$1 OUT=$2 L=${3:-1} STEPS=${4:-4}
 shift $(( $# < 4 ? $# : 4 ))
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEPS=$ROOT/.gpudeps
@@ -62,9 +64,11 @@ C=(--set train.checkpoint_every=0 --set runtime.shared_weights_dir="$SHM")
 run async_store async_store --fresh --set train.steps="$STEPS" --set runtime.weight_transport=store "${C[@]}" "$@"
 rm -rf "$OUT/async_store"
 run async async --fresh --set train.steps="$STEPS" "${C[@]}" "$@"
+run sync sync --fresh --set runtime.mode=sync --set train.steps="$STEPS" "${C[@]}" "$@"
+rm -rf "$OUT/sync"
+# Last: the resume writes a second checkpoint beside the first (each ~17 GB at one layer), which
+# filled the 64 GB disk of the device machine before the sync run in the first try.
 run async_resumed async --set train.steps=$(( STEPS + 2 )) "${C[@]}" "$@"
 grep -iE "resumed at" "$OUT/async_resumed.log" | head -2 || true
 rm -rf "$OUT/async"
-run sync sync --fresh --set runtime.mode=sync --set train.steps="$STEPS" "${C[@]}" "$@"
-rm -rf "$OUT/sync"
-python3 "$ROOT/dev/gpu/rl_report.py" "$OUT/config-${L}l.json" "$OUT" async_store async async_resumed sync
+python3 "$ROOT/dev/gpu/rl_report.py" "$OUT/config-${L}l.json" "$OUT" async_store async sync async_resumed
