@@ -10,8 +10,11 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <sstream>
 
 #include "base/deadline.h"
@@ -88,6 +91,15 @@ FabricEndpoint::FabricEndpoint(const Options& opts, const AllGather& allgather)
   if ((ret = fi_endpoint(fi_->domain, info, &fi_->ep, nullptr))) fail(opts_, "fi_endpoint", ret);
   if ((ret = fi_ep_bind(fi_->ep, &fi_->av->fid, 0))) fail(opts_, "fi_ep_bind(av)", ret);
   if ((ret = fi_ep_bind(fi_->ep, &fi_->cq->fid, FI_TRANSMIT | FI_RECV))) fail(opts_, "fi_ep_bind(cq)", ret);
+  if (provider_name_ == "shm") {
+    // The shm provider names an endpoint's region "<pid>:<n>:<n>" in /dev/shm by default. A
+    // region that a killed process left there under a pid the kernel has since reused made
+    // fi_enable fail with "Device or resource busy": a name of our own cannot collide.
+    std::ostringstream unique;
+    unique << "moerl-" << ::getpid() << "-" << std::hex << std::random_device{}() << std::random_device{}();
+    std::string region = unique.str();
+    if ((ret = fi_setname(&fi_->ep->fid, region.data(), region.size() + 1))) fail(opts_, "fi_setname", ret);
+  }
   if ((ret = fi_enable(fi_->ep))) fail(opts_, "fi_enable", ret);
 
   // NOTE: one allocation for the life of the endpoint; page-aligned for registration.

@@ -1,0 +1,32 @@
+// The fabric backend over libfabric's shm provider: a region file that a killed process left
+// in /dev/shm under this process's pid (pids are reused) does not stop a new endpoint. Before,
+// the provider's default region name "<pid>:0:0" collided and fi_enable failed with "Device
+// or resource busy" (a fresh-clone `make test` hit it in EpConformance).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ep/transport/fabric.h"
+
+namespace moerl::ep {
+namespace {
+
+TEST(FabricShmName, AStaleRegionUnderThisPidDoesNotBlockANewEndpoint) {
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  const std::string stale = "/dev/shm/" + std::to_string(::getpid()) + ":0:0";
+  ASSERT_FALSE(std::filesystem::exists(stale)) << stale << " exists before the test";
+  std::ofstream(stale) << std::string(1 << 20, '\x7f');  // what a killed process leaves
+  try {
+    FabricEndpoint ep({.provider = "shm", .rank = 0, .world_size = 1, .buffer_bytes = 1 << 20},
+                      [](const std::string& mine) { return std::vector<std::string>{mine}; });
+  } catch (const std::exception& e) {
+    std::filesystem::remove(stale);
+    FAIL() << e.what();
+  }
+  std::filesystem::remove(stale);
+}
+
+}  // namespace
+}  // namespace moerl::ep
