@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "base/error.h"
@@ -185,7 +187,11 @@ std::shared_ptr<rollout::SharedWeightsWriter> QueueSource::shared_weights_writer
                 "weight_transport = \"store\"",
                 ErrorCode::kInvalidInput);
   }
-  return std::make_shared<rollout::SharedWeightsWriter>(rt.shared_weights_dir, rt.ns);
+  // The files are per run (namespace and store), so two jobs on one host never read each
+  // other's versions, and a restarted trainer rewrites its own instead of leaking new ones.
+  char run[17];
+  std::snprintf(run, sizeof run, "%016zx", std::hash<std::string>{}(ctx_.store->uri()));
+  return std::make_shared<rollout::SharedWeightsWriter>(rt.shared_weights_dir, rt.ns + "-" + run);
 }
 
 void QueueSource::start() {

@@ -34,7 +34,7 @@ bool is_shared_location(const std::string& location);
 class SharedWeightsWriter {
  public:
   // Files DIR/moerl-weights-<tag>-{0,1}; `tag` keeps runs sharing a host apart (the runtime
-  // namespace). Errors: DIR missing or not writable.
+  // namespace and a hash of the run's store). Errors: DIR missing or not writable.
   SharedWeightsWriter(std::string dir, std::string tag);
   ~SharedWeightsWriter();
   SharedWeightsWriter(const SharedWeightsWriter&) = delete;
