@@ -128,7 +128,13 @@ SharedWeightsWriter::SharedWeightsWriter(std::string dir, std::string tag) : dir
   }
 }
 
-SharedWeightsWriter::~SharedWeightsWriter() = default;
+// The files hold two copies of the weights in memory (under /dev/shm): gone with the trainer.
+// A reader that mapped one keeps its pages; a later open fails, and the worker waits for the
+// next trainer's versions. A trainer that crashes leaves them until its run's next trainer
+// rewrites them.
+SharedWeightsWriter::~SharedWeightsWriter() {
+  for (int slot = 0; slot < 2; ++slot) ::unlink((dir_ + "/moerl-weights-" + tag_ + "-" + std::to_string(slot)).c_str());
+}
 
 std::string SharedWeightsWriter::put(uint64_t version, const model::Model& policy) {
   const model::Params state = policy.state();

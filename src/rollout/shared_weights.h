@@ -36,7 +36,7 @@ class SharedWeightsWriter {
   // Files DIR/moerl-weights-<tag>-{0,1}; `tag` keeps runs sharing a host apart (the runtime
   // namespace and a hash of the run's store). Errors: DIR missing or not writable.
   SharedWeightsWriter(std::string dir, std::string tag);
-  ~SharedWeightsWriter();
+  ~SharedWeightsWriter();  // removes the files
   SharedWeightsWriter(const SharedWeightsWriter&) = delete;
   SharedWeightsWriter& operator=(const SharedWeightsWriter&) = delete;
 

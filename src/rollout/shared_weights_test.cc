@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "base/files.h"
@@ -46,6 +47,17 @@ TEST(SharedWeights, AVersionReadsBackEqualInAnotherProcessAndNamesItsConfig) {
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  // The files (two copies of the weights in memory) go with their writer.
+  {
+    SharedWeightsWriter gone(tmp.path(), "gone");
+    gone.put(1, m);
+    gone.put(2, m);
+    EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/moerl-weights-gone-0"));
+    EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/moerl-weights-gone-1"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/moerl-weights-gone-0"));
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/moerl-weights-gone-1"));
 
   // bfloat16 (the GPU trainer's dtype) and a filter (an EP rank's tensors).
   model::Model f = model::init_random(model::testing::tiny_qwen3(), 4);
