@@ -35,9 +35,12 @@ TEST(AsyncWorkerRestart, AKilledWorkerProcessIsStartedAgainAndTheRunFinishes) {
   runtime::RedisServer server = runtime::RedisServer::start(dir + "/redis", Deadline::after_seconds(15));
   const std::string config = testing::write_config(
       dir, testing::tiny_config_text(testing::async_runtime_text(server.url(), "restartw"), "",
-                                     {"rollout.prompts_per_step=4", "rollout.num_workers=1", "train.steps=4",
+                                     {"rollout.prompts_per_step=4", "rollout.num_workers=1", "train.steps=12",
                                       "train.eval_prompts=4", "train.threads=1"}));
   const std::string run = dir + "/run";
+  // 12 steps: the trainer keeps about one step of tasks ahead, so most of the run still needs
+  // a worker when the first one is killed after step 1 (with 4 steps a quiet machine finished
+  // before the launcher noticed the death).
   Subprocess job = testing::spawn_moerl({"train", config, "--run-dir", run, "--no-plot"}, dir + "/job.log");
   for (Deadline d = Deadline::after_seconds(90); testing::rl_steps_done(run + "/metrics.jsonl") < 1;) {
     ASSERT_FALSE(d.expired()) << testing::log_tail(dir + "/job.log");
@@ -50,7 +53,7 @@ TEST(AsyncWorkerRestart, AKilledWorkerProcessIsStartedAgainAndTheRunFinishes) {
   EXPECT_NE(testing::read_text(dir + "/job.log").find("rollout worker local-0 exited with status 137; restarting it"),
             std::string::npos)
       << testing::log_tail(dir + "/job.log");
-  testing::expect_each_task_trained_once(run, 4, 16);
+  testing::expect_each_task_trained_once(run, 12, 48);
 }
 
 }  // namespace
