@@ -1,14 +1,14 @@
 // `moerl bench gen`: generation speed of a model geometry (a Hugging Face config.json, random
 // weights drawn on the device) against the memory roofline of its decode step; one JSON
 // object on stdout.
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/deadline.h"
 #include "base/error.h"
+#include "base/subprocess.h"
 #include "cli/bench.h"
 #include "cli/bench_models.h"
 #include "cli/profile.h"
@@ -37,23 +37,28 @@ std::vector<int64_t> int_list(const std::string& text, const char* flag) {
   return out;
 }
 
+// How long the baseline may run: transformers' generate at 48 layers and batch 256 takes
+// minutes, not hours.
+constexpr double kBaselineSeconds = 3600;
+
 // Runs the baseline command (before this process takes GPU memory) with the run's geometry
-// appended and parses the JSON object it prints on stdout.
+// appended and parses the JSON object it prints last; what it printed before goes to stderr.
 nlohmann::json run_baseline(const std::string& cmd, const std::string& config, int64_t layers,
                             const std::string& batches, int64_t prompt, int64_t new_tokens) {
   const std::string full = cmd + " --config '" + config + "' --layers " + std::to_string(layers) + " --batch " +
                            batches + " --prompt " + std::to_string(prompt) + " --new-tokens " + std::to_string(new_tokens);
   std::fprintf(stderr, "bench gen: baseline: %s\n", full.c_str());
-  FILE* pipe = ::popen(full.c_str(), "r");
-  if (!pipe) throw Error("bench gen: --baseline: cannot start '" + cmd + "'", "check the command", ErrorCode::kIo);
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
-  const int status = ::pclose(pipe);
-  const size_t brace = text.rfind("\n{");
-  nlohmann::json out = nlohmann::json::parse(brace == std::string::npos ? text : text.substr(brace + 1), nullptr, false);
-  if (status != 0 || out.is_discarded() || !out.contains("rows")) {
-    throw Error("bench gen: --baseline '" + cmd + "' exited with status " + std::to_string(WEXITSTATUS(status)) +
+  const CapturedRun run = run_captured({"/bin/sh", "-c", full}, Deadline::after_seconds(kBaselineSeconds));
+  const size_t brace = run.output.rfind("\n{");
+  const std::string last = brace == std::string::npos ? run.output : run.output.substr(brace + 1);
+  std::fprintf(stderr, "%s", run.output.substr(0, run.output.size() - last.size()).c_str());
+  nlohmann::json out = nlohmann::json::parse(last, nullptr, false);
+  if (run.timed_out) {
+    throw Error("bench gen: --baseline '" + cmd + "' still ran after " + std::to_string(static_cast<int>(kBaselineSeconds)) + " s",
+                "give the baseline fewer batches or tokens", ErrorCode::kTimeout);
+  }
+  if (run.status != 0 || out.is_discarded() || !out.contains("rows")) {
+    throw Error("bench gen: --baseline '" + cmd + "' exited with status " + std::to_string(run.status) +
                     " and printed no JSON object with \"rows\"",
                 "run the command by hand (e.g. python3 dev/gpu/hf_generate.py --config C.json --batch 64 --prompt 64)",
                 ErrorCode::kInvalidInput);

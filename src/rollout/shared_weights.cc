@@ -139,10 +139,12 @@ SharedWeightsWriter::~SharedWeightsWriter() {
 std::string SharedWeightsWriter::put(uint64_t version, const model::Model& policy) {
   const model::Params state = policy.state();
   nlohmann::json table = nlohmann::json::array();
+  std::vector<uint64_t> offsets;  // of each tensor in `state` order, from the data start
   uint64_t offset = 0;
   for (const auto& [name, t] : state) {
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
     table.push_back({name, static_cast<int>(t.scalar_type()), t.sizes().vec(), offset, bytes});
+    offsets.push_back(offset);
     offset += round_up(bytes, kAlign);
   }
   const std::string meta = nlohmann::json{{"config", policy.config().to_json()}, {"tensors", table}}.dump();
@@ -163,8 +165,7 @@ std::string SharedWeightsWriter::put(uint64_t version, const model::Model& polic
     at::NoGradGuard no_grad;
     size_t i = 0;
     for (const auto& [name, t] : state) {
-      const uint64_t at_off = table[i++][3].get<uint64_t>();
-      at::from_blob(m.base() + data_at + at_off, t.sizes(), at::TensorOptions().dtype(t.scalar_type())).copy_(t);
+      at::from_blob(m.base() + data_at + offsets[i++], t.sizes(), at::TensorOptions().dtype(t.scalar_type())).copy_(t);
     }
   }
   h->version = version;
