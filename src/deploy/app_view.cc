@@ -56,6 +56,11 @@ AppView parse_app_view(const std::string& text, const std::string& source_name) 
     a.name = p.stem() == "app" && p.has_parent_path() ? p.parent_path().filename().string() : p.stem().string();
   }
   a.queue = get_string(a, root, "runtime.queue_url");
+  if (get_string(a, root, "runtime.weight_transport") == "shared") {
+    bad(a, "runtime.weight_transport", "= \"shared\" reaches only rollout workers on the trainer's host",
+        "the cluster runs the trainer and the rollout instances in separate pods: remove the key (versions then "
+        "go through the store)");
+  }
   if (auto* st = root.get("store")) {
     if (st->is_string()) {
       a.store_uri = *st->value<std::string>();

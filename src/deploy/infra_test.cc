@@ -133,6 +133,15 @@ TEST(Infra, RolloutEpSizeMustDivideTheRolloutNodesGpus) {
                "rollout.gpus_per_worker", "no longer read: a rollout pod is one instance of APP rollout.ep_size GPUs");
 }
 
+// Shared-memory weight versions reach only workers on the trainer's host; the cluster's
+// rollout pods would never load one.
+TEST(Infra, SharedMemoryWeightsAreRefusedForTheCluster) {
+  expect_error(small_infra(), replace_once(small_app(), "[runtime]\n", "[runtime]\nweight_transport = \"shared\"\n"),
+               "runtime.weight_transport", "reaches only rollout workers on the trainer's host");
+  EXPECT_EQ(check(small_infra(), replace_once(small_app(), "[runtime]\n", "[runtime]\nweight_transport = \"store\"\n")),
+            "");
+}
+
 TEST(Infra, MissingOrMismatchedBucket) {
   expect_error(replace_once(small_infra(), "bucket = \"moerl-example-artifacts\"\n", ""), small_app(), "s3.bucket",
                "is missing");
