@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The GPU RL run at the Qwen3-30B-A3B layer shape (#19): `moerl init` makes a random-weight
 # model directory of examples/bench/qwen3-30b-a3b.json cut to LAYERS layers with the real
-# Qwen3 tokenizer; examples/gpu-qwen3.toml then runs
-#   0. async with versions published through the object store (weight_transport = "store");
-#   1. async, trainer and one rollout worker as two processes sharing the GPU (Redis on
-#      loopback), versions through shared memory, STEPS steps, a checkpoint at the end;
-#   2. sync, one process, STEPS steps;
-#   3. run 1 resumed from its checkpoint to STEPS + 2 steps;
-# and prints, per run: samples/s (one definition for both modes), rollout and train tokens/s,
-# MFU of the train phase (6 x active parameters x train tokens/s / the bf16 matmul rate
-# measured here), staleness, the GPU memory peak of each process, accounting.
-#   dev/gpu/rl-qwen3.sh BUILD_DIR OUT_DIR [LAYERS=1] [STEPS=4] [--set key=value ...]
+# Qwen3 tokenizer; examples/gpu-qwen3.toml then runs, in the order RUNS names them
+# (default "store shared sync inprocess resumed"):
+#   store      async, trainer and one rollout worker as two processes sharing the GPU (Redis on
+#              loopback), versions published through the object store;
+#   shared     the same with versions through shared memory (a checkpoint at the end);
+#   sync       one process, generation then training each step;
+#   inprocess  async in one process: the worker is a thread on a CUDA stream of its own,
+#              versions handed over on the device;
+#   resumed    the shared run resumed from its checkpoint to STEPS + 2 steps (needs shared);
+# each STEPS steps, and prints, per run: samples/s (one definition for both modes), rollout and
+# train tokens/s, MFU of the train phase (6 x active parameters x train tokens/s / the bf16
+# matmul rate measured here), staleness, the GPU memory peak of each process, accounting.
+#   [RUNS="sync inprocess"] dev/gpu/rl-qwen3.sh BUILD_DIR OUT_DIR [LAYERS=1] [STEPS=4] [--set key=value ...]
 # One layer by default: its checkpoints (~17 GB with float32 AdamW state, two at once while
 # one commits) fit a 64 GB disk; two layers need ~30 GB each.
 set -euo pipefail
@@ -48,7 +51,7 @@ run() {  # LABEL RUN_DIR [moerl train flags...]; GPU memory per process sampled 
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 200 >"$OUT/$label.mem.csv" 2>/dev/null &
   MPID=$!
   "$M" train "$ROOT/examples/gpu-qwen3.toml" --no-plot --run-dir "$OUT/$dir" --set model.init="$MODEL" \
-    --set runtime.queue_url="redis://127.0.0.1:$PORT/0" "$@" >"$OUT/$label.log" 2>&1 || { tail -30 "$OUT/$label.log"; return 1; }
+    "$@" >"$OUT/$label.log" 2>&1 || { tail -30 "$OUT/$label.log"; return 1; }
   kill $MPID 2>/dev/null || true
   cp "$OUT/$dir/summary.json" "$OUT/$label.json"; cp "$OUT/$dir/metrics.jsonl" "$OUT/$label.metrics.jsonl"
   echo "== $label: wall $(( $(date +%s) - s )) s"
@@ -61,14 +64,27 @@ SHM=/dev/shm
 echo "rl-qwen3: shared weights in $SHM"
 # Checkpoints only at each run's end (a 2-layer one is ~30 GB; the device disk is 64 GB).
 C=(--set train.checkpoint_every=0 --set runtime.shared_weights_dir="$SHM")
-run async_store async_store --fresh --set train.steps="$STEPS" --set runtime.weight_transport=store "${C[@]}" "$@"
-rm -rf "$OUT/async_store"
-run async async --fresh --set train.steps="$STEPS" "${C[@]}" "$@"
-run sync sync --fresh --set runtime.mode=sync --set train.steps="$STEPS" "${C[@]}" "$@"
-rm -rf "$OUT/sync"
-# Last: the resume writes a second checkpoint beside the first (each ~17 GB at one layer), which
-# filled the 64 GB disk of the device machine before the sync run in the first try.
-run async_resumed async --set train.steps=$(( STEPS + 2 )) "${C[@]}" "$@"
-grep -iE "resumed at" "$OUT/async_resumed.log" | head -2 || true
+REDIS_URL="redis://127.0.0.1:$PORT/0"
+RUNS=${RUNS:-store shared sync inprocess resumed}
+for r in $RUNS; do
+  case $r in
+    store) run async_store async_store --fresh --set train.steps="$STEPS" --set runtime.weight_transport=store \
+             --set runtime.queue_url="$REDIS_URL" "${C[@]}" "$@"
+           rm -rf "$OUT/async_store" ;;
+    shared) run async async --fresh --set train.steps="$STEPS" --set runtime.queue_url="$REDIS_URL" "${C[@]}" "$@" ;;
+    sync) run sync sync --fresh --set runtime.mode=sync --set train.steps="$STEPS" "${C[@]}" "$@"
+          rm -rf "$OUT/sync" ;;
+    inprocess) run async_inprocess async_inprocess --fresh --set train.steps="$STEPS" --set runtime.queue_url=inprocess \
+                 "${C[@]}" "$@"
+               rm -rf "$OUT/async_inprocess" ;;
+    # The resume writes a second checkpoint beside the first (each ~17 GB at one layer), which
+    # filled the 64 GB disk of the device machine before the sync run in the first try: last.
+    resumed) run async_resumed async --set train.steps=$(( STEPS + 2 )) --set runtime.queue_url="$REDIS_URL" "${C[@]}" "$@"
+             grep -iE "resumed at" "$OUT/async_resumed.log" | head -2 || true ;;
+    *) echo "rl-qwen3: unknown run '$r' in RUNS (store, shared, sync, inprocess, resumed)" >&2; exit 2 ;;
+  esac
+done
 rm -rf "$OUT/async"
-python3 "$ROOT/dev/gpu/rl_report.py" "$OUT/config-${L}l.json" "$OUT" async_store async sync async_resumed
+LABELS=$(for r in $RUNS; do case $r in store) echo async_store ;; shared) echo async ;; inprocess) echo async_inprocess ;;
+         resumed) echo async_resumed ;; *) echo "$r" ;; esac; done)
+python3 "$ROOT/dev/gpu/rl_report.py" "$OUT/config-${L}l.json" "$OUT" $LABELS

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "base/error.h"
+#include "model/thread_stream.h"
 
 namespace moerl::rollout {
 
@@ -23,6 +24,8 @@ std::string WeightHandoff::put(uint64_t version, const model::Model& policy) {
     at::NoGradGuard no_grad;
     for (const auto& [name, p] : policy.state()) snap->params.emplace(name, p.detach().clone());
   }
+  // Workers read the copies on streams of their own (model/thread_stream.h): complete them first.
+  model::synchronize_stream(policy.device());
   std::lock_guard<std::mutex> lock(mu_);
   if (!snapshots_.empty() && snapshots_.back()->version >= version) {
     throw Error("weight handoff: version " + std::to_string(version) + " is not newer than " +

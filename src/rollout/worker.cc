@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/seed.h"
 #include "model/generate.h"
+#include "model/thread_stream.h"
 #include "runtime/spot_watcher.h"
 
 namespace moerl::rollout {
@@ -167,6 +168,7 @@ void RolloutWorker::sync_version(runtime::DrainController& drain) {
     return;
   }
   policy_->load_weights(w->params);
+  model::synchronize_stream(options_.model.device);  // done reading the trainer's snapshot
   active_version_ = w->version;
   ++stats_.activations;
   if (!w->dir.empty()) remove_tree(w->dir);
@@ -246,6 +248,7 @@ bool RolloutWorker::load_first_version(runtime::DrainController& drain) {
     } catch (const Error& e) {
       failure = e.what();
     }
+    model::synchronize_stream(options_.model.device);  // done reading the trainer's snapshot
     // Every rank must hold the same version: a failure anywhere makes all of them retry.
     const bool failed = link_ ? link_->group().any(!failure.empty()) : !failure.empty();
     if (!failed) return true;
@@ -310,6 +313,8 @@ void RolloutWorker::follow(GroupRollout& gen, runtime::DrainController& drain) {
 
 WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Accounting* accounting) {
   if (options_.intra_op_threads > 0) at::set_num_threads(options_.intra_op_threads);
+  // On a GPU the worker's kernels go to a stream of its own, beside a trainer in this process.
+  const model::ThreadStream own_stream(options_.model.device);
   fs::create_directories(options_.scratch_dir);
   if (!load_first_version(drain)) {  // late joiners start from the newest version
     drain.mark_drained();
