@@ -36,6 +36,8 @@ void enable_gpu_paths() {
     model::cuda::install_fast_generate();
     ep::register_backend(ep::Backend::kCudaIpc, &ep::cuda_ipc_group);
     ep::register_backend(ep::Backend::kNccl, &ep::nccl_group);
+    // Dense gradients of a data-parallel trainer group on GPUs: NCCL, not host copies.
+    ep::register_device_allreduce(&ep::nccl_allreduce);
     // The hierarchical group's intra-node hop (ep/hier): cuda_ipc over one node's ranks.
     ep::detail::register_world_backend(ep::Backend::kCudaIpc, &ep::cuda_ipc_group_in);
   });

@@ -1,5 +1,5 @@
 // DataParallel: flat all-reduce of dense gradients and global-norm clipping across expert
-// shards, over the ControlGroup's Gloo group.
+// shards: dense gradients over the device's collective (NCCL on GPUs, Gloo on the CPU).
 #include "train/dp_sync.h"
 
 #include <cmath>
@@ -40,8 +40,8 @@ double DataParallel::sync_gradients(const std::map<std::string, at::Tensor>& par
   }
   double dense_sq = 0;
   if (!flat.empty()) {
-    at::Tensor buf = at::cat(flat).to(at::kCPU);  // Gloo reduces host memory; GPU grads come back below
-    allreduce(buf, "dense gradient");
+    at::Tensor buf = at::cat(flat);  // on the GPU: NCCL where the build has it, no host copy
+    allreduce_tensor(buf, "dense gradient");
     buf.mul_(inv_r);
     int64_t off = 0;
     std::vector<at::Tensor> sqs;

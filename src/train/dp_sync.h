@@ -1,8 +1,9 @@
 // Data parallelism of an expert-parallel job: every rank holds a replica of the dense
 // parameters and 1/R of the experts. This averages gradients (dense: all-reduce mean;
 // experts: already summed over all ranks' tokens by the combine/dispatch backward, so
-// scaled by 1/R), metrics and stop decisions over c10d ProcessGroupGloo, rendezvous
-// through the EP TCPStore (MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK).
+// scaled by 1/R) on the device's collective (GPU gradients: NCCL, registered by a CUDA
+// build; host gradients: Gloo), metrics and stop decisions over c10d ProcessGroupGloo,
+// rendezvous through the EP TCPStore (MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK).
 //
 //   std::shared_ptr<DataParallel> dp = DataParallel::join(/*timeout_s=*/120);   // collective
 //   loss.backward();

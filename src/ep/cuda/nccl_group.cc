@@ -125,4 +125,14 @@ std::shared_ptr<Group> nccl_group(const Config& cfg, int64_t num_experts) {
   return detail::make_world_group<NcclGroup>("nccl", cfg, num_experts);
 }
 
+DeviceAllReduce nccl_allreduce(const detail::World& world, double timeout_s) {
+  auto opts = c10d::ProcessGroupNCCL::Options::create();
+  opts->timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(world.store, world.rank, world.world_size, opts);
+  return [pg](at::Tensor& t) {
+    std::vector<at::Tensor> v{t};
+    pg->allreduce(v)->wait();
+  };
+}
+
 }  // namespace moerl::ep

@@ -16,9 +16,15 @@
 #include <memory>
 
 #include "ep/ep.h"
+#include "ep/torch/control_group.h"
 
 namespace moerl::ep {
 
 std::shared_ptr<Group> nccl_group(const Config& cfg, int64_t num_experts);
+
+// The device collective of ControlGroup::allreduce_tensor (register_device_allreduce): a
+// ProcessGroupNCCL over `world`, summing CUDA tensors in place on the caller's stream order
+// (the wait makes the current stream wait for NCCL's, the host does not block).
+DeviceAllReduce nccl_allreduce(const detail::World& world, double timeout_s);
 
 }  // namespace moerl::ep

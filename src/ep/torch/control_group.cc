@@ -16,9 +16,18 @@ namespace moerl::ep {
 
 struct ControlGroup::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  detail::World world;
+  double timeout_s = 0;
+  DeviceAllReduce device;  // made on the first CUDA allreduce_tensor
+  int64_t device_calls = 0;
 };
 
 namespace {
+
+DeviceAllReduceFactory& device_factory() {
+  static DeviceAllReduceFactory f;
+  return f;
+}
 
 at::Tensor bytes_tensor(const std::string& s, int64_t size) {
   at::Tensor t = at::zeros({std::max<int64_t>(size, 1)}, at::kByte);
@@ -36,8 +45,12 @@ std::shared_ptr<ControlGroup> ControlGroup::join(const std::string& kind, double
   return std::shared_ptr<ControlGroup>(new ControlGroup(kind, timeout_s));
 }
 
+void register_device_allreduce(DeviceAllReduceFactory factory) { device_factory() = std::move(factory); }
+
 ControlGroup::ControlGroup(const std::string& kind, double timeout_s) : impl_(std::make_unique<Impl>()) {
   detail::World w = detail::join_world(kind, timeout_s);
+  impl_->world = w;
+  impl_->timeout_s = timeout_s;
   rank_ = w.rank;
   world_size_ = w.world_size;
   auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
@@ -76,6 +89,26 @@ void ControlGroup::allreduce(at::Tensor& t, const char* what, bool max) {
     impl_->pg->allreduce(v, o)->wait();
   });
 }
+
+void ControlGroup::allreduce_tensor(at::Tensor& t, const char* what) {
+  if (world_size_ == 1) return;
+  if (!t.is_cuda()) return allreduce(t, what);
+  if (!impl_->device && device_factory()) {
+    collective(what, [&] {
+      impl_->device = device_factory()(detail::sub_world(impl_->world, "device", rank_, world_size_), impl_->timeout_s);
+    });
+  }
+  if (impl_->device) {
+    collective(what, [&] { impl_->device(t); });
+    ++impl_->device_calls;
+    return;
+  }
+  at::Tensor host = t.to(at::kCPU);
+  allreduce(host, what);
+  t.copy_(host);
+}
+
+int64_t ControlGroup::device_allreduces() const { return impl_->device_calls; }
 
 std::vector<double> ControlGroup::sum(const std::vector<double>& values) {
   if (values.empty()) return {};

@@ -23,6 +23,17 @@
 
 namespace moerl::ep {
 
+namespace detail {
+struct World;
+}  // namespace detail
+
+// The collective a GPU build registers for tensors on the device (NCCL; job/gpu_paths): a
+// factory called once per group, on first use, over the group's rendezvous (a key space of
+// its own), returning an in-place SUM all-reduce. Null: CUDA tensors go through host memory.
+using DeviceAllReduce = std::function<void(at::Tensor&)>;
+using DeviceAllReduceFactory = std::function<DeviceAllReduce(const detail::World& world, double timeout_s)>;
+void register_device_allreduce(DeviceAllReduceFactory factory);
+
 class ControlGroup {
  public:
   // Joins the launch's ranks (WORLD_SIZE of them) as a group of kind `kind`. Collective.
@@ -64,6 +75,13 @@ class ControlGroup {
   ControlGroup(const std::string& kind, double timeout_s);
   // In-place SUM (or MAX) all-reduce of a host tensor; `what` names it in errors.
   void allreduce(at::Tensor& t, const char* what, bool max = false);
+  // In-place SUM all-reduce of a tensor where it lives: a CUDA tensor through the registered
+  // device collective (the group's communicator is made on the first such call, on every
+  // rank), a host tensor through Gloo; without a device collective a CUDA tensor makes a
+  // round trip through host memory. One rank: nothing to do.
+  void allreduce_tensor(at::Tensor& t, const char* what);
+  // How many allreduce_tensor calls went through the device collective.
+  int64_t device_allreduces() const;
 
  private:
   struct Impl;

@@ -13,14 +13,17 @@
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ep/cuda/cuda_ipc_group.h"
+#include "ep/cuda/nccl_group.h"
 #include "ep/hier/hier_group.h"
 #include "ep/torch/world.h"
+#include "train/dp_sync.h"
 
 namespace moerl::ep {
 namespace {
@@ -104,6 +107,31 @@ TEST(HierGpu, TwoRanksOneGpuAsTwoNodesOfOne) {
   EXPECT_EQ(run_ranks(2, 39000 + getpid() % 2000, 120, false, "hierarchical", 1), std::vector<int>(2, 0));
 }
 
+// A data-parallel trainer group's dense gradients on GPUs go through NCCL (the device
+// collective job::enable_gpu_paths registers), not host memory: every rank ends with the
+// mean. NCCL refuses two ranks on one GPU, so this needs one GPU per rank.
+TEST(DataParallelGpu, DenseGradientsAreAveragedOnTheDeviceOneRankPerGpu) {
+  const int n = static_cast<int>(c10::cuda::device_count());
+  if (n < 2) GTEST_SKIP() << "needs 2 or more GPUs (found " << n << "): NCCL refuses two ranks on one GPU";
+  EXPECT_EQ(run_ranks(n, 43000 + getpid() % 2000, 180, true, "dp"), std::vector<int>(n, 0));
+}
+
+// The rank side of DataParallelGpu.*: gradients rank + 1 average to (R + 1) / 2 on the GPU.
+void check_dense_gradients_on_the_device(int rank) {
+  register_device_allreduce(&nccl_allreduce);  // what job::enable_gpu_paths registers
+  std::shared_ptr<train::DataParallel> dp = train::DataParallel::join(60);
+  const int R = dp->world_size();
+  at::Tensor p = at::zeros({1000}, at::TensorOptions().device(at::kCUDA)).requires_grad_(true);
+  p.mutable_grad() = at::full({1000}, rank + 1.0, p.options());
+  const double norm = dp->sync_gradients({{"model.layers.0.self_attn.q_proj.weight", p}}, 0);
+  const double mean = (R + 1) / 2.0;
+  EXPECT_TRUE(p.grad().is_cuda());
+  EXPECT_EQ(p.grad().min().item<double>(), mean);
+  EXPECT_EQ(p.grad().max().item<double>(), mean);
+  EXPECT_NEAR(norm, mean * std::sqrt(1000.0), 1e-3);
+  EXPECT_EQ(dp->device_allreduces(), 1) << "the dense gradient went through host memory";
+}
+
 double rel_err(const at::Tensor& out, const at::Tensor& ref) {
   at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
   return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
@@ -114,6 +142,7 @@ TEST(CudaIpcWorker, DispatchCombine) {
   if (!std::getenv("MOERL_CUDA_IPC_WORKER")) GTEST_SKIP() << "runs as a rank of CudaIpc.*";
   const int rank = std::atoi(std::getenv("RANK"));
   if (std::string(std::getenv("MOERL_CUDA_IPC_WORKER")) == "spread") c10::cuda::set_device(static_cast<c10::DeviceIndex>(rank % c10::cuda::device_count()));
+  if (std::string(std::getenv("MOERL_EP_TEST_BACKEND")) == "dp") return check_dense_gradients_on_the_device(rank);
   const int64_t E = 16, K = 4, H = 264;  // H*2 bytes not a multiple of 16: byte path too
   for (Mode mode : {Mode::kNormal, Mode::kLowLatency}) {
     Config cfg;
