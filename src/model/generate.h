@@ -48,8 +48,9 @@ struct GenerateConfig {
   std::function<bool()> cancel;
   // Asked with a running row's new tokens after each token it appends (host side); true ends
   // the row there with FinishReason::kStop (model/stop_strings.h builds it from stop strings).
-  // Must depend only on the tokens. The CUDA-graph path asks after the loop, keeping each
-  // row's tokens up to the first true, so both paths return the same rows. Null: never.
+  // Must depend only on the tokens. The CUDA-graph path asks as each window of decode steps
+  // reaches the host (model/cuda/fast_generate), keeping each row's tokens up to the first
+  // true and freeing its row there, so both paths return the same rows. Null: never.
   std::function<bool(const std::vector<int64_t>&)> stop;
   // Identical prompts (a GRPO group's samples) share one prefill (model/prefill.h). Off:
   // every row is prefilled, the reference for tests and `moerl bench gen --group`.
