@@ -16,6 +16,7 @@
 #include "ep/torch/world.h"
 #include "model/cuda/attention_gpu.h"
 #include "model/cuda/fast_generate.h"
+#include "model/cuda/host_pinning_cuda.h"
 #include "model/cuda/moe_gpu.h"
 #include "model/cuda/token_stats.h"
 #include "train/chunked_logprobs.h"
@@ -34,6 +35,7 @@ void enable_gpu_paths() {
     model::cuda::install_cuda_attention();
     train::set_token_stats_kernels({&model::cuda::token_stats_forward, &model::cuda::token_stats_backward});
     model::cuda::install_fast_generate();
+    model::cuda::install_host_pinning();  // shared-memory weight versions copied by DMA
     ep::register_backend(ep::Backend::kCudaIpc, &ep::cuda_ipc_group);
     ep::register_backend(ep::Backend::kNccl, &ep::nccl_group);
     // Dense gradients of a data-parallel trainer group on GPUs: NCCL, not host copies.

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "model/host_pinning.h"
+#include "model/thread_stream.h"
 
 namespace moerl::rollout {
 
@@ -51,6 +53,8 @@ class Mapping {
       }
       size_ = static_cast<uint64_t>(st.st_size);
     }
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0) inode_ = st.st_ino;
     void* p = ::mmap(nullptr, size_, write ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) {
       ::close(fd_);
@@ -67,8 +71,14 @@ class Mapping {
   char* base() const { return base_; }
   uint64_t size() const { return size_; }
   Header* header() const { return reinterpret_cast<Header*>(base_); }
+  // Whether `path` still names this mapping's file at `size` bytes (not removed or replaced).
+  bool still(const std::string& path, uint64_t size) const {
+    struct stat st {};
+    return size == size_ && ::stat(path.c_str(), &st) == 0 && st.st_ino == inode_ && static_cast<uint64_t>(st.st_size) == size;
+  }
 
  private:
+  ino_t inode_ = 0;
   int fd_ = -1;
   char* base_ = nullptr;
   uint64_t size_ = 0;
@@ -119,6 +129,27 @@ Location parse_location(const std::string& location) {
 
 }  // namespace
 
+// A file kept mapped (and page-locked where the build can) from one version to the next.
+struct SharedWeightsWriter::Slot {
+  Slot(const std::string& path, uint64_t size) : map(path, /*write=*/true, size) {
+    pinned = model::pin_host_memory(map.base(), map.size());
+  }
+  ~Slot() {
+    if (pinned) model::unpin_host_memory(map.base());
+  }
+  Mapping map;
+  bool pinned = false;
+};
+
+SharedWeightsWriter::Slot& SharedWeightsWriter::slot(int index, const std::string& path, uint64_t size) {
+  std::unique_ptr<Slot>& s = slots_[index];
+  if (s && s->map.still(path, size)) return *s;
+  s.reset();
+  prepare_file(path, size);
+  s = std::make_unique<Slot>(path, size);
+  return *s;
+}
+
 bool is_shared_location(const std::string& location) { return location.rfind(kScheme, 0) == 0; }
 
 SharedWeightsWriter::SharedWeightsWriter(std::string dir, std::string tag) : dir_(std::move(dir)), tag_(std::move(tag)) {
@@ -133,6 +164,7 @@ SharedWeightsWriter::SharedWeightsWriter(std::string dir, std::string tag) : dir
 // next trainer's versions. A trainer that crashes leaves them until its run's next trainer
 // rewrites them.
 SharedWeightsWriter::~SharedWeightsWriter() {
+  for (auto& s : slots_) s.reset();
   for (int slot = 0; slot < 2; ++slot) ::unlink((dir_ + "/moerl-weights-" + tag_ + "-" + std::to_string(slot)).c_str());
 }
 
@@ -150,8 +182,8 @@ std::string SharedWeightsWriter::put(uint64_t version, const model::Model& polic
   const std::string meta = nlohmann::json{{"config", policy.config().to_json()}, {"tensors", table}}.dump();
   const uint64_t data_at = round_up(kMetaAt + meta.size(), kPage), size = data_at + offset;
   const std::string path = dir_ + "/moerl-weights-" + tag_ + "-" + std::to_string(version % 2);
-  prepare_file(path, size);
-  Mapping m(path, /*write=*/true, size);
+  Slot& sl = slot(static_cast<int>(version % 2), path, size);
+  const Mapping& m = sl.map;
   Header* h = m.header();
   const uint64_t seq = load_seq(h);
   __atomic_store_n(&h->seq, seq | 1, __ATOMIC_RELEASE);  // odd: readers back off
@@ -164,10 +196,18 @@ std::string SharedWeightsWriter::put(uint64_t version, const model::Model& polic
   {
     at::NoGradGuard no_grad;
     size_t i = 0;
+    at::Device device = at::kCPU;
     for (const auto& [name, t] : state) {
-      at::from_blob(m.base() + data_at + offsets[i++], t.sizes(), at::TensorOptions().dtype(t.scalar_type())).copy_(t);
+      // Into page-locked memory a GPU tensor's copy is a DMA queued on the stream: all of them
+      // are queued, then waited for once, before the version is marked complete.
+      const bool async = sl.pinned && t.is_cuda();
+      if (async) device = t.device();
+      at::from_blob(m.base() + data_at + offsets[i++], t.sizes(), at::TensorOptions().dtype(t.scalar_type()))
+          .copy_(t, /*non_blocking=*/async);
     }
+    model::synchronize_stream(device);
   }
+  pinned_ = sl.pinned;
   h->version = version;
   __atomic_store_n(&h->seq, (seq | 1) + 1, __ATOMIC_RELEASE);  // even: complete
   return kScheme + path + "#v" + std::to_string(version);

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "io/hf_config.h"
@@ -42,10 +43,20 @@ class SharedWeightsWriter {
 
   // Writes `policy`'s parameters and buffers as `version`; returns the location to announce.
   // Errors: the directory cannot hold the file (a clear message with the size needed).
+  // Each file stays mapped between versions and, where the build can (model/host_pinning.h),
+  // page-locked, so GPU parameters arrive by DMA at full link speed; a file removed or
+  // resized under the writer is made anew.
   std::string put(uint64_t version, const model::Model& policy);
+  // Whether the last put() copied into page-locked memory.
+  bool pinned() const { return pinned_; }
 
  private:
+  struct Slot;
+  Slot& slot(int index, const std::string& path, uint64_t size);
+
   std::string dir_, tag_;
+  std::unique_ptr<Slot> slots_[2];
+  bool pinned_ = false;
 };
 
 struct SharedWeights {

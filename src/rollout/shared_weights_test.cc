@@ -121,3 +121,32 @@ TEST(SharedWeights, DamagedFilesAndBadLocationsAreClearErrors) {
 
 }  // namespace
 }  // namespace moerl::rollout
+
+namespace moerl::rollout {
+namespace {
+
+// The writer keeps each file mapped between versions; a file removed (a cleanup of /dev/shm)
+// or replaced under it is made anew, so the next version of that slot is still readable.
+TEST(SharedWeights, AFileRemovedUnderTheWriterIsMadeAnewForTheNextVersion) {
+  ScratchDir tmp("shared-weights-removed");
+  model::Model m = model::init_random(model::testing::tiny_qwen3(), 5);
+  SharedWeightsWriter w(tmp.path(), "r");
+  w.put(1, m);
+  w.put(2, m);
+  EXPECT_FALSE(w.pinned());  // a CPU model: nothing to page-lock for
+  const std::string slot0 = tmp.path() + "/moerl-weights-r-0";
+  ASSERT_TRUE(std::filesystem::remove(slot0));
+  model::Model m2 = model::init_random(model::testing::tiny_qwen3(), 6);
+  const std::string loc = w.put(4, m2);  // slot 0 again
+  ASSERT_TRUE(std::filesystem::exists(slot0));
+  SharedWeights s = read_shared_weights(loc);
+  EXPECT_EQ(s.version, 4u);
+  for (const auto& [name, t] : m2.state()) EXPECT_TRUE(at::equal(s.params.at(name), t)) << name;
+  // Reused in place (same file, same size): the version after next reads back too.
+  const std::string loc6 = w.put(6, m);
+  s = read_shared_weights(loc6);
+  for (const auto& [name, t] : m.state()) EXPECT_TRUE(at::equal(s.params.at(name), t)) << name;
+}
+
+}  // namespace
+}  // namespace moerl::rollout
