@@ -1,5 +1,8 @@
 // The `moerl` binary: dispatches to registered subcommands and turns errors into one
-// paragraph on stderr and a non-zero exit code (2 bad input, 3 timeout, 1 otherwise).
+// paragraph on stderr and a non-zero exit code (2 bad input, 3 timeout, 1 otherwise). Errors
+// from libtorch are printed without their C++ backtrace; running out of device memory gets a hint.
+#include <c10/util/Exception.h>
+
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -50,6 +53,15 @@ int main(int argc, char** argv) {
     } catch (const moerl::Error& e) {
       std::fprintf(stderr, "moerl %s: error (%s): %s\n", name.c_str(), moerl::error_code_name(e.code()), e.what());
       return exit_code(e.code());
+    } catch (const c10::OutOfMemoryError& e) {
+      std::fprintf(stderr,
+                   "moerl %s: error: %s\n  hint: the work does not fit the device's memory: lower the batch, "
+                   "prompt or answer length (or the layers of a benchmark), or use a device with more memory\n",
+                   name.c_str(), e.what_without_backtrace());
+      return 1;
+    } catch (const c10::Error& e) {
+      std::fprintf(stderr, "moerl %s: error: %s\n", name.c_str(), e.what_without_backtrace());
+      return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "moerl %s: error: %s\n", name.c_str(), e.what());
       return 1;

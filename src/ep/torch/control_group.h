@@ -54,6 +54,8 @@ class ControlGroup {
   // all() as a function, for model::GenerateConfig::all_done.
   std::function<bool(bool)> all_done_fn();
   void barrier(const std::string& what);
+  // How many allreduce_tensor calls went through the device collective.
+  int64_t device_allreduces() const;
 
   // Rank 0's `value` on every rank (the others' argument is ignored).
   std::string broadcast(const std::string& value);
@@ -80,8 +82,6 @@ class ControlGroup {
   // rank), a host tensor through Gloo; without a device collective a CUDA tensor makes a
   // round trip through host memory. One rank: nothing to do.
   void allreduce_tensor(at::Tensor& t, const char* what);
-  // How many allreduce_tensor calls went through the device collective.
-  int64_t device_allreduces() const;
 
  private:
   struct Impl;
