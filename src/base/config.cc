@@ -233,8 +233,14 @@ ConfigDoc ConfigDoc::parse(const std::string& text, const std::string& source_na
 ConfigTable ConfigDoc::root() { return ConfigTable(table_, table_.get(), ""); }
 
 std::string ConfigDoc::to_toml() const {
+  // Basic strings only: toml++ writes a string holding a newline as a multi-line literal,
+  // and reading '''<newline>... back trims that first newline (a stop string "\n\n" came
+  // back as "\n"). Escaped basic strings read back byte for byte.
+  constexpr auto kFlags = toml::toml_formatter::default_flags & ~(toml::format_flags::allow_literal_strings |
+                                                                  toml::format_flags::allow_multi_line_strings |
+                                                                  toml::format_flags::allow_real_tabs_in_strings);
   std::ostringstream os;
-  os << *table_;
+  os << toml::toml_formatter(*table_, kFlags);
   return os.str();
 }
 

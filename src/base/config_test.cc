@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 
 namespace moerl {
@@ -63,6 +65,22 @@ TEST(Config, SyntaxErrorNamesLine) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bad.toml:2"), std::string::npos) << e.what();
   }
+}
+
+// The effective config a run writes (and its worker processes read back) keeps every string
+// exactly: a stop string that starts with a newline lost it when written as a multi-line
+// literal (''' trims a newline right after the opening delimiter), so the workers stopped at
+// "\n" where the trainer's config said "\n\n".
+TEST(ConfigDoc, TheEffectiveTomlReadsBackEveryStringExactly) {
+  const std::vector<std::string> odd = {"\n\n", "\nx", "a\tb", "it's", "'''", "\"q\"", "\\", "\r\n", "\xc3\xa9\n"};
+  std::string text = "[rollout]\nstop = [";
+  for (size_t i = 0; i < odd.size(); ++i) text += (i ? ", " : "") + nlohmann::json(odd[i]).dump();
+  text += "]\n";
+  ConfigDoc doc = ConfigDoc::parse(text, "t.toml", {"rollout.extra=[\"\\n\\n\"]"});
+  ConfigDoc back = ConfigDoc::parse(doc.to_toml(), "effective.toml");
+  ConfigTable r = back.root().table("rollout");
+  EXPECT_EQ(r.strings("stop", {}), odd) << doc.to_toml();
+  EXPECT_EQ(r.strings("extra", {}), std::vector<std::string>{"\n\n"}) << doc.to_toml();
 }
 
 }  // namespace
