@@ -13,12 +13,19 @@
 # each STEPS steps, and prints, per run: samples/s (one definition for both modes), rollout and
 # train tokens/s, MFU of the train phase (6 x active parameters x train tokens/s / the bf16
 # matmul rate measured here), staleness, the GPU memory peak of each process, accounting.
-#   [RUNS="sync inprocess"] dev/gpu/rl-qwen3.sh BUILD_DIR OUT_DIR [LAYERS=1] [STEPS=4] [--set key=value ...]
+#   [RUNS="sync inprocess"] [SKEWED=1] dev/gpu/rl-qwen3.sh BUILD_DIR OUT_DIR [LAYERS=1] [STEPS=4] [--set key=value ...]
+# SKEWED=1: real RL's answer-length shape from random weights (docs/perf.md): a stop string
+# random tokens complete every ~270 tokens, a 1024-token cap, 256 decode rows refilled as
+# answers end, and async leases of two steps' prompts.
 # One layer by default: its checkpoints (~17 GB with float32 AdamW state, two at once while
 # one commits) fit a 64 GB disk; two layers need ~30 GB each.
 set -euo pipefail
 B=$1 OUT=$2 L=${3:-1} STEPS=${4:-4}
 shift $(( $# < 4 ? $# : 4 ))
+if [ -n "${SKEWED:-}" ]; then
+  set -- --set 'rollout.stop=["\n\n"]' --set rollout.max_new_tokens=1024 --set rollout.batch_rows=256 \
+    --set runtime.tasks_per_lease=32 "$@"
+fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEPS=$ROOT/.gpudeps
 export LD_LIBRARY_PATH=$DEPS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
