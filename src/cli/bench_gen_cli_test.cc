@@ -108,3 +108,22 @@ TEST(BenchGenCli, PresetsParseWithTheirRealLayerCounts) {
 
 }  // namespace
 }  // namespace moerl::cli
+
+namespace moerl::cli {
+namespace {
+
+// A libtorch error (here an allocation of 512 TB, beyond any address space, so it fails at
+// once whatever the kernel's overcommit policy) is one paragraph: libtorch's message without
+// its C++ backtrace, which `moerl` used to print frame by frame.
+TEST(BenchGenCli, ALibtorchErrorIsOneParagraphWithoutCppFrames) {
+  if (bin().empty() || !std::filesystem::exists(bin())) GTEST_SKIP() << "MOERL_BIN not built (run through ctest)";
+  CapturedRun r = bench_gen({"--config", source_dir() + "/tests/fixtures/qwen2_moe/config.json", "--batch",
+                             "1000000000000", "--prompt", "64", "--new-tokens", "2", "--device", "cpu"});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("moerl bench: error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("allocate"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace moerl::cli
