@@ -6,18 +6,25 @@
 
 namespace moerl::model {
 
+namespace {
+
+// "cuda" names this thread's current device.
+at::Device indexed(const c10::impl::VirtualGuardImpl& impl, at::Device device) {
+  return device.has_index() ? device : at::Device(device.type(), impl.getDevice().index());
+}
+
+}  // namespace
+
 ThreadStream::ThreadStream(at::Device device) {
   if (!device.is_cuda()) return;
   c10::impl::VirtualGuardImpl impl(device.type());
-  const at::Device d = device.has_index() ? device : at::Device(device.type(), impl.getDevice().index());
-  guard_.emplace(impl.getStreamFromGlobalPool(d));
+  guard_.emplace(impl.getStreamFromGlobalPool(indexed(impl, device)));
 }
 
 void synchronize_stream(at::Device device) {
   if (!device.is_cuda()) return;
   c10::impl::VirtualGuardImpl impl(device.type());
-  const at::Device d = device.has_index() ? device : at::Device(device.type(), impl.getDevice().index());
-  impl.getStream(d).synchronize();
+  impl.getStream(indexed(impl, device)).synchronize();
 }
 
 }  // namespace moerl::model

@@ -27,18 +27,18 @@ TEST(HostPinningGpu, SharedWeightsOfAGpuPolicyArePinnedAndReadBackEqual) {
   o.dtype = at::kBFloat16;
   model::Model m = model::init_random(model::testing::tiny_qwen3(), 3, o);
   for (const std::string& dir : {shm, disk.path()}) {
-  SharedWeightsWriter w(dir, "gpu");
-  for (uint64_t v : {uint64_t{1}, uint64_t{2}, uint64_t{3}}) {  // v3 reuses slot 1's pinned mapping
-    for (auto& [name, t] : m.params()) t.detach().add_(0.5);        // a new version each time
-    const std::string loc = w.put(v, m);
-    if (dir == shm) EXPECT_TRUE(w.pinned()) << "version " << v << " was copied through pageable memory";
-    SharedWeights s = read_shared_weights(loc);
-    EXPECT_EQ(s.version, v);
-    for (const auto& [name, t] : m.state()) {
-      ASSERT_TRUE(s.params.count(name)) << name;
-      EXPECT_TRUE(at::equal(s.params.at(name), t.cpu())) << name << " of version " << v << " in " << dir;
+    SharedWeightsWriter w(dir, "gpu");
+    for (uint64_t v : {uint64_t{1}, uint64_t{2}, uint64_t{3}}) {  // v3 reuses slot 1's pinned mapping
+      for (auto& [name, t] : m.params()) t.detach().add_(0.5);        // a new version each time
+      const std::string loc = w.put(v, m);
+      if (dir == shm) EXPECT_TRUE(w.pinned()) << "version " << v << " was copied through pageable memory";
+      SharedWeights s = read_shared_weights(loc);
+      EXPECT_EQ(s.version, v);
+      for (const auto& [name, t] : m.state()) {
+        ASSERT_TRUE(s.params.count(name)) << name;
+        EXPECT_TRUE(at::equal(s.params.at(name), t.cpu())) << name << " of version " << v << " in " << dir;
+      }
     }
-  }
   }
   std::filesystem::remove_all(shm);
 }
