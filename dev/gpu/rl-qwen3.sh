@@ -10,6 +10,9 @@
 #   inprocess  async in one process: the worker is a thread on a CUDA stream of its own,
 #              versions handed over on the device;
 #   resumed    the shared run resumed from its checkpoint to STEPS + 2 steps (needs shared);
+#   streaming  inprocess with a streaming worker ([rollout] streaming: 256 rows fed from the
+#              queue as answers end, versions swapped between decode windows, staleness 4);
+#   streaming_shared  shared with a streaming worker process;
 # each STEPS steps, and prints, per run: samples/s (one definition for both modes), rollout and
 # train tokens/s, MFU of the train phase (6 x active parameters x train tokens/s / the bf16
 # matmul rate measured here), staleness, the GPU memory peak of each process, accounting.
@@ -71,6 +74,9 @@ SHM=/dev/shm
 echo "rl-qwen3: shared weights in $SHM"
 # Checkpoints only at each run's end (a 2-layer one is ~30 GB; the device disk is 64 GB).
 C=(--set train.checkpoint_every=0 --set runtime.shared_weights_dir="$SHM")
+# Streaming workers: rows refilled from the queue, so answers may span versions: a wider
+# staleness budget (the oldest version of a sample counts).
+S=(--set rollout.streaming=true --set rollout.batch_rows=256 --set runtime.max_staleness=4)
 REDIS_URL="redis://127.0.0.1:$PORT/0"
 RUNS=${RUNS:-store shared sync inprocess resumed}
 for r in $RUNS; do
@@ -88,10 +94,18 @@ for r in $RUNS; do
     # filled the 64 GB disk of the device machine before the sync run in the first try: last.
     resumed) run async_resumed async --set train.steps=$(( STEPS + 2 )) --set runtime.queue_url="$REDIS_URL" "${C[@]}" "$@"
              grep -iE "resumed at" "$OUT/async_resumed.log" | head -2 || true ;;
-    *) echo "rl-qwen3: unknown run '$r' in RUNS (store, shared, sync, inprocess, resumed)" >&2; exit 2 ;;
+    streaming) run async_streaming async_streaming --fresh --set train.steps="$STEPS" --set runtime.queue_url=inprocess \
+                 "${C[@]}" "${S[@]}" "$@"
+               rm -rf "$OUT/async_streaming" ;;
+    streaming_shared) run async_streaming_shared async_streaming_shared --fresh --set train.steps="$STEPS" \
+                        --set runtime.queue_url="$REDIS_URL" "${C[@]}" "${S[@]}" "$@"
+                      rm -rf "$OUT/async_streaming_shared" ;;
+    *) echo "rl-qwen3: unknown run '$r' in RUNS (store, shared, sync, inprocess, resumed, streaming, streaming_shared)" >&2
+       exit 2 ;;
   esac
 done
 rm -rf "$OUT/async"
 LABELS=$(for r in $RUNS; do case $r in store) echo async_store ;; shared) echo async ;; inprocess) echo async_inprocess ;;
-         resumed) echo async_resumed ;; *) echo "$r" ;; esac; done)
+         resumed) echo async_resumed ;; streaming) echo async_streaming ;; streaming_shared) echo async_streaming_shared ;;
+         *) echo "$r" ;; esac; done)
 python3 "$ROOT/dev/gpu/rl_report.py" "$OUT/config-${L}l.json" "$OUT" $LABELS

@@ -58,6 +58,7 @@ RolloutSection read_rollout(ConfigTable t) {
   r.max_sampling_rounds = t.integer("max_sampling_rounds", 4, {1, 64});
   r.ep_size = t.integer("ep_size", 1, {1, 4096});
   r.gen.batch_rows = t.integer("batch_rows", 0, {0, 1e6});
+  r.gen.streaming = t.boolean("streaming", false);
   r.gen.stop = t.strings("stop", {});
   for (const std::string& s : r.gen.stop) {
     if (s.empty()) throw Error("config: rollout.stop holds an empty string", "an empty stop string would end every answer at once; remove it");
@@ -197,6 +198,15 @@ JobConfig JobConfig::parse(ConfigDoc doc) {
                     (j.runtime.mode == runtime::RunMode::kAsync ? "rollout.ep_size=" : "ep.size=") +
                     std::to_string(lockstep_ranks) + ")",
                 "set rollout.batch_rows = 0: an EP rollout group decodes its whole batch at once");
+  }
+  if (j.rollout.gen.streaming &&
+      (j.runtime.mode != runtime::RunMode::kAsync || j.rollout.ep_size > 1 || j.rollout.gen.batch_rows == 0)) {
+    throw Error("config: rollout.streaming = true needs runtime.mode = \"async\", rollout.ep_size = 1 and "
+                    "rollout.batch_rows > 0 (it has mode " + std::string(j.runtime.mode == runtime::RunMode::kAsync ? "async" : "sync") +
+                    ", ep_size " + std::to_string(j.rollout.ep_size) + ", batch_rows " +
+                    std::to_string(j.rollout.gen.batch_rows) + ")",
+                "streaming keeps batch_rows rows of one async worker decoding; the sync job and EP rollout "
+                "instances generate each batch whole: set rollout.streaming = false there");
   }
   if (j.rollout.ep_size > 1 && j.runtime.mode != runtime::RunMode::kAsync) {
     throw Error("config: rollout.ep_size=" + std::to_string(j.rollout.ep_size) +

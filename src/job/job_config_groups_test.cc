@@ -80,6 +80,21 @@ TEST(JobConfigGroups, ContinuousBatchingIsReadAndRefusedUnderEpLockstep) {
   EXPECT_NE(error_of({"rollout.batch_rows=-1"}).find("rollout.batch_rows"), std::string::npos);
 }
 
+TEST(JobConfigGroups, StreamingIsForOneRankAsyncWorkersWithRows) {
+  EXPECT_FALSE(parse({}).rollout.gen.streaming);
+  EXPECT_TRUE(parse({"runtime.mode=\"async\"", "rollout.streaming=true", "rollout.batch_rows=16"}).rollout.gen.streaming);
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"rollout.streaming=true", "rollout.batch_rows=16"},
+           {"runtime.mode=\"async\"", "rollout.streaming=true"},
+           {"runtime.mode=\"async\"", "rollout.streaming=true", "rollout.ep_size=2"}}) {
+    const std::string e = error_of(bad);
+    EXPECT_NE(e.find("rollout.streaming = true needs runtime.mode = \"async\", rollout.ep_size = 1 and "
+                     "rollout.batch_rows > 0"),
+              std::string::npos)
+        << e;
+  }
+}
+
 TEST(JobConfigGroups, DynamicSamplingGoesWithATrainerGroupOnlyInAsyncMode) {
   EXPECT_NO_THROW(parse({"runtime.mode=\"async\"", "ep.size=2", "rollout.dynamic_sampling=true"}));
   EXPECT_NE(error_of({"ep.size=2", "rollout.dynamic_sampling=true"}).find("runtime.mode = \"sync\""),

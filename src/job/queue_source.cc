@@ -323,7 +323,8 @@ void QueueSource::after_step(StepExperience& step) {
     samples += static_cast<int64_t>(r.samples.size());
     trained_ << nlohmann::json{{"step", state.rl_step}, {"task_id", r.task_id}, {"attempt", r.attempt},
                                {"cursor", r.cursor}, {"worker", r.worker_id},
-                               {"version", runtime::oldest_version(r)}, {"samples", r.samples.size()}}
+                               {"version", runtime::oldest_version(r)}, {"newest_version", runtime::newest_version(r)},
+                               {"samples", r.samples.size()}}
                     .dump()
              << "\n";
   }

@@ -51,7 +51,7 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
     return out;
   }
   const int64_t R = decode_rows(B, config);
-  const bool continuous = R < B;
+  const bool continuous = R < B || config.stream != nullptr;
   if (continuous && config.all_done) {
     throw Error("batch_rows=" + std::to_string(config.batch_rows) + " (continuous batching) under expert-parallel lockstep",
                 "set batch_rows = 0 for an EP group: refills would need every rank's agreement");
@@ -64,7 +64,9 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
   RoutingRecorder recorder(R);
   RoutingRecorder* rec = config.record_routing ? &recorder : nullptr;
   KvCache cache;
-  at::Tensor logits_BV = admit_waiting(model, cache, table, prompts, config, rec).logits_BV;  // the first R
+  std::vector<std::vector<int64_t>> all = prompts;  // and those a stream feeds
+  const int64_t room = prompt_room(prompts, config);
+  at::Tensor logits_BV = admit_waiting(model, cache, table, all, config, rec).logits_BV;  // the first R
   std::vector<int64_t> first(R);
   at::Tensor step_mask = at::ones({R, 1}, at::kLong);
   for (int64_t step = 0;; ++step) {
@@ -76,6 +78,7 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
       const int64_t ended = table.push(r, tok.data_ptr<int64_t>()[r], lp.data_ptr<float>()[r], slp.data_ptr<float>()[r]);
       if (ended >= 0 && rec) table.output(ended).routed_experts = recorder.take(r);
     }
+    stream_exchange(table, all, config, room);  // weights it changes serve the forward below
     if (!continuous && step + 1 == config.max_new_tokens) break;
     const bool local_done = table.running() == 0 && !table.waiting();
     if (config.all_done ? config.all_done(local_done) : local_done) break;
@@ -92,7 +95,7 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
       if (rec) recorder.add(o.routing, 1, first);
       logits_BV = o.logits_BTV.select(1, 0);
     }
-    const Admitted refill = admit_waiting(model, cache, table, prompts, config, rec);
+    const Admitted refill = admit_waiting(model, cache, table, all, config, rec);
     if (!refill.rows.empty()) {
       logits_BV = logits_BV.index_copy(0, at::tensor(refill.rows, at::kLong).to(dev), refill.logits_BV);
     }

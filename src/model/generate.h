@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ namespace moerl::model {
 // kStop: a stop string ended the row (GenerateConfig::stop).
 enum class FinishReason { kEos, kLength, kStop };
 const char* finish_reason_name(FinishReason r);  // "eos" | "length" | "stop"
+
+class GenerateStream;
 
 struct GenerateConfig {
   int64_t max_new_tokens = 16;
@@ -62,6 +65,14 @@ struct GenerateConfig {
   int64_t batch_rows = 0;
   // Per-prompt caps on new tokens, each in [1, max_new_tokens] (empty: max_new_tokens for all).
   std::vector<int64_t> max_new_tokens_per_prompt;
+  // Streaming (GenerateStream): more prompts are fed as rows free up and each sequence is
+  // handed over as it ends, so the rows stay full across what would be separate calls. Needs
+  // batch_rows > 0; not with max_new_tokens_per_prompt or all_done. Null: the prompts given.
+  GenerateStream* stream = nullptr;
+  uint64_t weights_tag = 0;  // the weights' tag at the start (Generation::weight_spans)
+  // Prompt tokens every row's cache has room for (0: the longest prompt given). A stream's
+  // prompts must fit it (GenerateStream::feed is told the room).
+  int64_t prompt_room = 0;
 };
 
 // Thrown by generate() when GenerateConfig::cancel asked it to stop.
@@ -84,6 +95,39 @@ struct Generation {
   // record_routing: [(prompt + tokens - 1) x MoE layers x top-k] expert ids, token-major (the
   // prompt, then each generated token but the last: those fed back through the model).
   std::vector<uint16_t> routed_experts;
+  // Which weights produced which tokens: (first token, GenerateConfig::weights_tag or the tag
+  // a stream gave), starts increasing from 0. One span unless a stream changed the weights
+  // while the sequence ran.
+  struct WeightSpan {
+    int64_t start = 0;
+    uint64_t tag = 0;
+    bool operator==(const WeightSpan&) const = default;
+  };
+  std::vector<WeightSpan> weight_spans;
+};
+
+// What a stream gives generate() between decode steps.
+struct StreamFeed {
+  std::vector<std::vector<int64_t>> prompts;  // decoded after every prompt given before
+  // Set when the stream changed the model's weights in place (Model::load_weights) during
+  // this feed(): their tag. The running sequences' next tokens come from the new weights.
+  std::optional<uint64_t> weights_tag;
+};
+
+// The source and sink of a streaming generate() call (GenerateConfig::stream). Called on the
+// generating thread, between decode steps (between windows of steps on the CUDA-graph path):
+// first finished() for each sequence that ended, then feed(). A call given no prompts returns
+// at once; otherwise generate() returns once no
+// sequence runs or waits and feed() gave no prompt; it returns the sequences not handed to
+// finished() (none, unless it threw) and empty Generations in the others' places.
+class GenerateStream {
+ public:
+  virtual ~GenerateStream() = default;
+  // `free_rows`: rows that no running or waiting sequence will take. Prompts must be at most
+  // `prompt_room` tokens (keep longer ones for a later call with more room).
+  virtual StreamFeed feed(int64_t free_rows, int64_t prompt_room) = 0;
+  // Sequence `index` (its position among the prompts given, then fed) ended.
+  virtual void finished(int64_t index, Generation g) = 0;
 };
 
 std::vector<Generation> generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,

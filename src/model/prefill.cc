@@ -73,6 +73,12 @@ Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& p
   return p;
 }
 
+int64_t prompt_room(const std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config) {
+  int64_t room = std::max<int64_t>(0, config.prompt_room);
+  for (const auto& p : prompts) room = std::max(room, static_cast<int64_t>(p.size()));
+  return room;
+}
+
 Admitted admit_waiting(Model& model, KvCache& cache, SlotTable& table,
                        const std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config,
                        RoutingRecorder* recorder) {
@@ -81,7 +87,7 @@ Admitted admit_waiting(Model& model, KvCache& cache, SlotTable& table,
   if (a.rows.empty()) return a;
   std::vector<std::vector<int64_t>> mine;
   size_t longest_all = 0, longest_mine = 0;
-  for (const auto& p : prompts) longest_all = std::max(longest_all, p.size());
+  longest_all = static_cast<size_t>(prompt_room(prompts, config));
   for (int64_t r : a.rows) {
     mine.push_back(prompts[table.sequence(r)]);
     longest_mine = std::max(longest_mine, mine.back().size());
@@ -89,12 +95,18 @@ Admitted admit_waiting(Model& model, KvCache& cache, SlotTable& table,
   const bool first = !cache.valid.defined();
   const int64_t k = static_cast<int64_t>(a.rows.size());
   RoutingRecorder theirs(k);
-  const int64_t new_tokens = first ? static_cast<int64_t>(longest_all - longest_mine) + config.max_new_tokens : 0;
+  const bool whole = first && k == table.rows();  // this prefill's cache becomes the batch's
+  const int64_t new_tokens = whole ? static_cast<int64_t>(longest_all - longest_mine) + config.max_new_tokens : 0;
   Prefill p = prefill_prompts(model, mine, config.pad_id, new_tokens, config.share_prefill,
                               recorder != nullptr ? &theirs : nullptr);
-  if (first) {
+  if (whole) {
     cache = std::move(p.cache);  // rows 0..k-1: a fresh table admits them in order
     cache.use_row_cursors();
+  } else if (first) {
+    // Fewer prompts than rows (a stream's first call): every row's cache made, these moved in.
+    cache = model.make_cache(table.rows(), static_cast<int64_t>(longest_all) + config.max_new_tokens);
+    cache.use_row_cursors();
+    cache.put_rows(p.cache, a.rows);
   } else {
     cache.put_rows(p.cache, a.rows);
   }

@@ -8,7 +8,8 @@
 namespace moerl::model {
 
 SlotTable::SlotTable(int64_t sequences, int64_t rows, const GenerateConfig& config)
-    : config_(config), out_(sequences), caps_(sequences, config.max_new_tokens), row_seq_(rows, -1) {
+    : config_(config), out_(sequences), caps_(sequences, config.max_new_tokens), row_seq_(rows, -1),
+      tag_(config.weights_tag) {
   if (rows < 1) throw Error("a decode batch needs at least one row, not " + std::to_string(rows), "");
   const auto& per = config.max_new_tokens_per_prompt;
   if (per.empty()) return;
@@ -32,6 +33,7 @@ std::vector<int64_t> SlotTable::admit() {
   for (int64_t r = 0; r < rows() && waiting(); ++r) {
     if (row_seq_[r] >= 0) continue;
     row_seq_[r] = next_++;
+    out_[row_seq_[r]].weight_spans = {{0, tag_}};
     ++running_;
     given.push_back(r);
   }
@@ -56,7 +58,27 @@ int64_t SlotTable::push(int64_t row, int64_t token, float logprob, float sample_
   }
   row_seq_[row] = -1;
   --running_;
+  ended_.push_back(s);
   return s;
+}
+
+void SlotTable::add(int64_t count) {
+  out_.resize(out_.size() + count);
+  caps_.resize(caps_.size() + count, config_.max_new_tokens);
+}
+
+void SlotTable::retag(uint64_t tag) {
+  tag_ = tag;
+  for (int64_t s : row_seq_) {
+    if (s < 0) continue;
+    auto& spans = out_[s].weight_spans;
+    const int64_t at = static_cast<int64_t>(out_[s].tokens.size());
+    if (!spans.empty() && spans.back().start == at) {
+      spans.back().tag = tag;  // no token came from the weights it replaces
+    } else {
+      spans.push_back({at, tag});
+    }
+  }
 }
 
 int64_t decode_rows(int64_t sequences, const GenerateConfig& config) {
@@ -64,7 +86,37 @@ int64_t decode_rows(int64_t sequences, const GenerateConfig& config) {
     throw Error("batch_rows=" + std::to_string(config.batch_rows) + " must be >= 0",
                 "0 decodes every prompt at once; N keeps N rows busy (continuous batching)");
   }
+  if (config.stream != nullptr) {
+    if (config.batch_rows == 0 || config.all_done || !config.max_new_tokens_per_prompt.empty()) {
+      throw Error("a streaming generate() needs batch_rows > 0 (it has " + std::to_string(config.batch_rows) +
+                      "), no expert-parallel lockstep and no per-prompt caps",
+                  "set [rollout] batch_rows; an EP rollout instance generates its batch whole");
+    }
+    return config.batch_rows;
+  }
   return config.batch_rows == 0 ? sequences : std::min(sequences, config.batch_rows);
+}
+
+bool stream_exchange(SlotTable& table, std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config,
+                     int64_t prompt_room) {
+  const std::vector<int64_t> ended = table.take_ended();
+  if (config.stream == nullptr) return false;
+  for (int64_t s : ended) {
+    std::vector<int64_t>().swap(prompts[s]);
+    config.stream->finished(s, std::exchange(table.output(s), Generation{}));
+  }
+  StreamFeed f = config.stream->feed(table.free_rows(), prompt_room);
+  for (auto& p : f.prompts) {
+    if (p.empty() || static_cast<int64_t>(p.size()) > prompt_room) {
+      throw Error("a stream fed a prompt of " + std::to_string(p.size()) + " tokens into rows with room for " +
+                      std::to_string(prompt_room),
+                  "feed non-empty prompts within the prompt_room feed() is given; keep longer ones for a later call");
+    }
+    prompts.push_back(std::move(p));
+  }
+  table.add(static_cast<int64_t>(f.prompts.size()));
+  if (f.weights_tag) table.retag(*f.weights_tag);
+  return f.weights_tag.has_value();
 }
 
 }  // namespace moerl::model

@@ -49,16 +49,13 @@ GroupRollout::GroupRollout(model::Model& policy, const model::Tokenizer& tokeniz
   cfg_.sampling.validate();
 }
 
-std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runtime::TaskUnit>& units,
-                                                         uint64_t seed, uint64_t version,
-                                                         std::function<bool()> cancel) {
-  int64_t leased = unix_ms();
-  std::vector<std::vector<int64_t>> prompts;
-  for (const auto& u : units) {
-    std::vector<int64_t> ids(u.prompt_ids.begin(), u.prompt_ids.end());
-    if (ids.empty()) ids = tokenizer_.encode(u.prompt_text, /*add_bos=*/true);
-    for (uint32_t g = 0; g < u.group_size; ++g) prompts.push_back(ids);
-  }
+std::vector<int64_t> GroupRollout::prompt_of(const runtime::TaskUnit& u) const {
+  std::vector<int64_t> ids(u.prompt_ids.begin(), u.prompt_ids.end());
+  if (ids.empty()) ids = tokenizer_.encode(u.prompt_text, /*add_bos=*/true);
+  return ids;
+}
+
+model::GenerateConfig GroupRollout::generate_config(uint64_t seed, uint64_t version, std::function<bool()> cancel) const {
   model::GenerateConfig gc;
   gc.max_new_tokens = cfg_.max_new_tokens;
   gc.sampling = cfg_.sampling;
@@ -69,62 +66,95 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
   gc.record_routing = cfg_.record_routing;
   gc.batch_rows = cfg_.batch_rows;
   gc.cancel = std::move(cancel);
-  const model::StopStrings stops(tokenizer_, cfg_.stop);
-  gc.stop = stops.hook();
-  double t0 = now_seconds();
-  std::vector<model::Generation> gens = model::generate(policy_, prompts, gc);
-  double gen_s = now_seconds() - t0;
+  gc.weights_tag = version;
+  gc.stop = stops_.hook();
+  return gc;
+}
 
+std::vector<double> GroupRollout::score(const std::vector<const runtime::TaskUnit*>& units,
+                                        const std::vector<const model::Generation*>& gens) {
   std::vector<tasks::TaskItem> items;
   std::vector<std::string> completions;
   size_t row = 0;
-  for (const auto& u : units) {
-    for (uint32_t g = 0; g < u.group_size; ++g, ++row) {
-      items.push_back({u.task_id, u.prompt_text, u.reference});
-      completions.push_back(completion_text(tokenizer_, gens[row].tokens));
+  for (const runtime::TaskUnit* u : units) {
+    for (uint32_t g = 0; g < u->group_size; ++g, ++row) {
+      items.push_back({u->task_id, u->prompt_text, u->reference});
+      completions.push_back(completion_text(tokenizer_, gens[row]->tokens));
     }
   }
-  double t1 = now_seconds();
   // NOTE: a rank of an instance with no units of a batch still generated (a placeholder row,
   // for the lockstep) but has nothing to score.
   std::vector<double> rewards = items.empty() ? std::vector<double>() : reward_.score(items, completions);
-  double reward_s = now_seconds() - t1;
-  MOERL_CHECK_EQ(rewards.size(), gens.size());
+  MOERL_CHECK_EQ(rewards.size(), items.size());
+  return rewards;
+}
 
+runtime::ExperienceRecord GroupRollout::record(const runtime::TaskUnit& u, const std::vector<int64_t>& prompt,
+                                               std::vector<model::Generation*> gens, const double* rewards,
+                                               double gen_s, double reward_s) const {
+  runtime::ExperienceRecord r;
+  r.task_id = u.task_id;
+  r.attempt = u.attempt;
+  r.worker_id = worker_id_;
+  r.cursor = u.cursor;
+  r.generate_seconds = gen_s;
+  r.reward_seconds = reward_s;
+  for (uint32_t g = 0; g < u.group_size; ++g) {
+    model::Generation& gen = *gens[g];
+    runtime::Sample s;
+    s.prompt_tokens.assign(prompt.begin(), prompt.end());
+    s.response_tokens.assign(gen.tokens.begin(), gen.tokens.end());
+    // The distribution actually sampled (temperature, top-k/top-p): what the trainer
+    // recomputes (model::sampling_logits); greedy rows have none, so their T = 1 logprob.
+    s.behaviour_logprobs = cfg_.sampling.greedy ? gen.logprobs : gen.sample_logprobs;
+    s.reward = static_cast<float>(rewards[g]);
+    if (cfg_.record_routing) {
+      s.routed_experts = std::move(gen.routed_experts);
+      s.routing_layers = static_cast<uint16_t>(policy_.num_moe_layers());
+      s.routing_top_k = static_cast<uint16_t>(policy_.arch().router_config(policy_.config()).top_k);
+    }
+    for (const model::Generation::WeightSpan& w : gen.weight_spans) {
+      s.version_spans.push_back({static_cast<uint32_t>(w.start), w.tag});
+    }
+    s.finish_reason = gen.finish == model::FinishReason::kLength ? runtime::FinishReason::kLength
+                                                                  : runtime::FinishReason::kStop;
+    s.generate_seconds = gen_s / u.group_size;
+    r.samples.push_back(std::move(s));
+  }
+  r.finished_unix_ms = unix_ms();
+  return r;
+}
+
+std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runtime::TaskUnit>& units,
+                                                         uint64_t seed, uint64_t version,
+                                                         std::function<bool()> cancel) {
+  const int64_t leased = unix_ms();
+  std::vector<std::vector<int64_t>> unit_prompts, prompts;
+  for (const auto& u : units) {
+    unit_prompts.push_back(prompt_of(u));
+    for (uint32_t g = 0; g < u.group_size; ++g) prompts.push_back(unit_prompts.back());
+  }
+  const double t0 = now_seconds();
+  std::vector<model::Generation> gens = model::generate(policy_, prompts, generate_config(seed, version, std::move(cancel)));
+  const double gen_s = now_seconds() - t0;
+  std::vector<const runtime::TaskUnit*> us;
+  std::vector<const model::Generation*> gs;
+  for (const auto& u : units) us.push_back(&u);
+  for (const auto& g : gens) gs.push_back(&g);
+  const double t1 = now_seconds();
+  const std::vector<double> rewards = score(us, gs);
+  const double reward_s = now_seconds() - t1;
   std::vector<runtime::ExperienceRecord> out;
-  row = 0;
+  size_t row = 0;
+  const double share = 1.0 / static_cast<double>(std::max<size_t>(1, gens.size()));
   for (size_t i = 0; i < units.size(); ++i) {
     const runtime::TaskUnit& u = units[i];
-    runtime::ExperienceRecord r;
-    r.task_id = u.task_id;
-    r.attempt = u.attempt;
-    r.worker_id = worker_id_;
-    r.cursor = u.cursor;
-    r.leased_unix_ms = leased;
-    r.generate_seconds = gen_s * u.group_size / std::max<size_t>(1, gens.size());
-    r.reward_seconds = reward_s * u.group_size / std::max<size_t>(1, gens.size());
-    for (uint32_t g = 0; g < u.group_size; ++g, ++row) {
-      const model::Generation& gen = gens[row];
-      runtime::Sample s;
-      s.prompt_tokens.assign(prompts[row].begin(), prompts[row].end());
-      s.response_tokens.assign(gen.tokens.begin(), gen.tokens.end());
-      // The distribution actually sampled (temperature, top-k/top-p): what the trainer
-      // recomputes (model::sampling_logits); greedy rows have none, so their T = 1 logprob.
-      s.behaviour_logprobs = cfg_.sampling.greedy ? gen.logprobs : gen.sample_logprobs;
-      s.reward = static_cast<float>(rewards[row]);
-      if (cfg_.record_routing) {
-        s.routed_experts = gen.routed_experts;
-        s.routing_layers = static_cast<uint16_t>(policy_.num_moe_layers());
-        s.routing_top_k = static_cast<uint16_t>(policy_.arch().router_config(policy_.config()).top_k);
-      }
-      s.version_spans = {{0, version}};
-      s.finish_reason = gen.finish == model::FinishReason::kLength ? runtime::FinishReason::kLength
-                                                                    : runtime::FinishReason::kStop;
-      s.generate_seconds = r.generate_seconds / u.group_size;
-      r.samples.push_back(std::move(s));
-    }
-    r.finished_unix_ms = unix_ms();
-    out.push_back(std::move(r));
+    std::vector<model::Generation*> mine;
+    for (uint32_t g = 0; g < u.group_size; ++g) mine.push_back(&gens[row + g]);
+    out.push_back(record(u, unit_prompts[i], mine, rewards.data() + row, gen_s * u.group_size * share,
+                         reward_s * u.group_size * share));
+    out.back().leased_unix_ms = leased;
+    row += u.group_size;
   }
   return out;
 }

@@ -14,11 +14,14 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/generate.h"
 #include "model/model.h"
 #include "model/sampler.h"
+#include "model/stop_strings.h"
 #include "model/tokenizer.h"
 #include "runtime/records.h"
 #include "tasks/reward_fn.h"
@@ -36,6 +39,27 @@ struct RolloutConfig {
   // Continuous batching ([rollout] batch_rows): rows decoded at once, refilled as answers end
   // (model::GenerateConfig::batch_rows). 0: the whole batch at once.
   int64_t batch_rows = 0;
+  // Streaming async workers ([rollout] streaming; rollout/worker.h): batch_rows rows decode
+  // without a tail, fed from the task queue as they free up. Needs batch_rows; one-rank
+  // workers only (an EP instance generates each batch whole).
+  bool streaming = false;
+};
+
+// Where a streaming GroupRollout takes units from and gives records to (rollout/worker.cc:
+// leases from the task queue, puts into the experience buffer), on the generating thread.
+class UnitSource {
+ public:
+  virtual ~UnitSource() = default;
+  // Up to `max_units` units to start; empty: none now. `idle`: nothing is generating, so it
+  // may wait a while for work; otherwise it should answer at once.
+  virtual std::vector<runtime::TaskUnit> take(int64_t max_units, bool idle) = 0;
+  // A unit's record (task_id and attempt as taken, cursor set from it).
+  virtual void done(runtime::ExperienceRecord record) = 0;
+  // Between decode steps: activates a newer policy version in the model if one is ready
+  // (Model::load_weights, in place) and returns its number; nullopt: unchanged.
+  virtual std::optional<uint64_t> refresh() = 0;
+  // The version the model holds now.
+  virtual uint64_t version() const = 0;
 };
 
 class GroupRollout {
@@ -47,14 +71,34 @@ class GroupRollout {
   // (model::GenerationCancelled).
   std::vector<runtime::ExperienceRecord> run(const std::vector<runtime::TaskUnit>& units,
                                              uint64_t seed, uint64_t version, std::function<bool()> cancel = {});
+  // Streaming: generates units taken from `source` (the first waits for work; later ones are
+  // taken as rows free up: [rollout] batch_rows of them decode at once) until the source gives
+  // none and no row runs; each unit's record goes to source.done() as its last sample ends,
+  // with the versions that produced each token (the source may swap weights between decode
+  // steps). False: the source had no work. `cancel` as in run(); when it throws, the units
+  // taken and not done are the caller's to hand back. Defined in group_stream.cc.
+  bool stream(UnitSource& source, uint64_t seed, std::function<bool()> cancel = {});
   const RolloutConfig& config() const { return cfg_; }
 
  private:
+  friend class GroupStreamState;
+  std::vector<int64_t> prompt_of(const runtime::TaskUnit& u) const;  // its ids, else its text encoded
+  model::GenerateConfig generate_config(uint64_t seed, uint64_t version, std::function<bool()> cancel) const;
+  // Rewards of the units' samples (gens: every unit's group_size generations, in order).
+  std::vector<double> score(const std::vector<const runtime::TaskUnit*>& units,
+                            const std::vector<const model::Generation*>& gens);
+  // A unit's record from its generations (routing moved out) and rewards.
+  runtime::ExperienceRecord record(const runtime::TaskUnit& u, const std::vector<int64_t>& prompt,
+                                   std::vector<model::Generation*> gens, const double* rewards, double gen_s,
+                                   double reward_s) const;
+
   model::Model& policy_;
   const model::Tokenizer& tokenizer_;
   tasks::RewardFn& reward_;
   RolloutConfig cfg_;
   std::string worker_id_;
+  model::StopStrings stops_{tokenizer_, cfg_.stop};  // after tokenizer_ and cfg_
+  int64_t room_ = 0;  // streaming: prompt tokens the next call's rows keep room for
 };
 
 // The task unit for dataset item `item` (prompt encoded with BOS).

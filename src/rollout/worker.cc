@@ -167,11 +167,15 @@ void RolloutWorker::sync_version(runtime::DrainController& drain) {
     }
     return;
   }
-  policy_->load_weights(w->params);
+  activate(std::move(*w));
+}
+
+void RolloutWorker::activate(StagedWeights w) {
+  policy_->load_weights(w.params);
   model::synchronize_stream(options_.model.device);  // done reading the trainer's snapshot
-  active_version_ = w->version;
+  active_version_ = w.version;
   ++stats_.activations;
-  if (!w->dir.empty()) remove_tree(w->dir);
+  if (!w.dir.empty()) remove_tree(w.dir);
 }
 
 std::optional<runtime::WeightVersion> RolloutWorker::wait_first_version(runtime::DrainController& drain,
@@ -344,6 +348,8 @@ WorkerStats RolloutWorker::run(runtime::DrainController& drain, runtime::Account
   drain_margin_ = lc.drain_margin_seconds;
   if (!leader()) {
     follow(gen, drain);
+  } else if (setup_.gen.streaming && !link_) {
+    stats_.loop = run_stream(gen, lc, drain, accounting);
   } else {
     // One lease's tasks in one generate() call (spread over the instance's ranks), with one
     // version, activated before it, never during it.

@@ -9,7 +9,10 @@
 // since a batch started on the older one would reach the trainer a version staler. The loop
 // hands the worker each lease() batch whole: its tasks are generated together in ONE batched
 // generate() call, sampled with mix_seed(setup.seed, hash(worker_id) + rank, batch count).
-// A worker may be one rollout instance of several ranks (options.instance; rollout/instance.h):
+// With [rollout] streaming (one rank), the worker keeps batch_rows rows decoding instead:
+// it leases units as rows free up, puts each group's record as its last sample ends, and
+// activates newer versions between decode steps, so a sample may span versions
+// (rollout/worker_stream.cc). A worker may be one rollout instance of several ranks (options.instance; rollout/instance.h):
 // then every rank runs a RolloutWorker over its share of the experts, rank 0 alone leases,
 // puts and acks, each batch's units are spread over the ranks, and each rank stages only the
 // files of a published version that hold its tensors.
@@ -39,6 +42,7 @@
 #include "runtime/accounting.h"
 #include "runtime/drain.h"
 #include "runtime/runtime_config.h"
+#include "runtime/worker_loop.h"
 #include "store/object_store.h"
 #include "tasks/reward_fn.h"
 
@@ -112,6 +116,15 @@ class RolloutWorker {
   std::vector<std::optional<runtime::ExperienceRecord>> run_batch(GroupRollout& gen, const InstanceMessage& m,
                                                                   runtime::DrainController& drain);
   void follow(GroupRollout& gen, runtime::DrainController& drain);  // follower ranks
+  // Loads staged weights into the policy and makes them the active version.
+  void activate(StagedWeights w);
+  // Streaming ([rollout] streaming, one rank; rollout/worker_stream.cc): units leased as
+  // decode rows free up, records put as groups end, newer versions activated between decode
+  // steps. Returns the loop's result.
+  runtime::WorkerLoopResult run_stream(GroupRollout& gen, const runtime::WorkerLoopConfig& lc,
+                                       runtime::DrainController& drain, runtime::Accounting* accounting);
+  class StreamSource;
+  friend class StreamSource;
   // Requests the local drain when the instance agreed that some rank drains.
   void agree_drain(bool draining_somewhere, runtime::DrainController& drain);
 

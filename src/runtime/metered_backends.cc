@@ -81,12 +81,8 @@ class MeteredBuffer final : public ExperienceBuffer {
       gen_s_.inc(rec.generate_seconds);
       rate_.set(tokens / rec.generate_seconds);
     }
-    uint64_t newest = 0;
-    for (const Sample& s : rec.samples) {
-      reward_.observe(s.reward);
-      for (const VersionSpan& v : s.version_spans) newest = std::max(newest, v.version);
-    }
-    version_.set(static_cast<double>(newest));
+    for (const Sample& s : rec.samples) reward_.observe(s.reward);
+    version_.set(static_cast<double>(newest_version(rec)));
   }
   std::vector<ExperienceRecord> take(size_t n, Deadline d) override { return inner_->take(n, d); }
   void unget(std::vector<ExperienceRecord> r) override { inner_->unget(std::move(r)); }

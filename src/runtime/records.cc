@@ -124,6 +124,14 @@ uint64_t oldest_version(const ExperienceRecord& r) {
   return oldest == std::numeric_limits<uint64_t>::max() ? 0 : oldest;
 }
 
+uint64_t newest_version(const ExperienceRecord& r) {
+  uint64_t newest = 0;
+  for (const Sample& s : r.samples) {
+    for (const VersionSpan& span : s.version_spans) newest = std::max(newest, span.version);
+  }
+  return newest;
+}
+
 uint64_t staleness(const ExperienceRecord& r, uint64_t current_version) {
   uint64_t oldest = oldest_version(r);
   return current_version > oldest ? current_version - oldest : 0;

@@ -75,6 +75,9 @@ std::string dedupe_key(std::string_view task_id, uint32_t attempt);
 
 // Oldest policy version among all spans of the record (0 if it has none).
 uint64_t oldest_version(const ExperienceRecord& r);
+// Newest policy version among all spans of the record (0 if it has none): above the oldest
+// when a streaming worker swapped versions while the record's samples ran.
+uint64_t newest_version(const ExperienceRecord& r);
 // current_version - oldest_version, or 0 when the record is not older than current.
 uint64_t staleness(const ExperienceRecord& r, uint64_t current_version);
 int64_t total_response_tokens(const ExperienceRecord& r);

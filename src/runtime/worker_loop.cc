@@ -3,87 +3,14 @@
 #include "runtime/worker_loop.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <set>
-#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "runtime/lease_renewer.h"
 #include "runtime/weight_registry.h"
 
 namespace moerl::runtime {
 namespace {
-
-bool retryable(const Error& e) {
-  return e.code() == ErrorCode::kUnavailable || e.code() == ErrorCode::kTimeout ||
-         e.code() == ErrorCode::kIo;
-}
-
-// Renews every held lease each period on its own thread, so a long generation never loses
-// its lease. Leases found taken over are remembered.
-class Renewer {
- public:
-  Renewer(TaskQueue& queue, double period, double call_timeout)
-      : queue_(queue), period_(period), call_timeout_(call_timeout), thread_([this] { run(); }) {}
-  ~Renewer() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void hold(const std::vector<Lease>& leases) {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_ = leases;
-  }
-  void release(const std::string& lease_id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_.erase(std::remove_if(held_.begin(), held_.end(),
-                               [&](const Lease& l) { return l.lease_id == lease_id; }),
-                held_.end());
-  }
-  bool lost(const std::string& lease_id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lost_.count(lease_id) > 0;
-  }
-  int64_t errors() const { return errors_.load(); }
-
- private:
-  void run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      cv_.wait_for(lock, std::chrono::duration<double>(period_), [&] { return stop_; });
-      if (stop_) break;
-      std::vector<Lease> copy = held_;
-      lock.unlock();
-      for (const Lease& l : copy) {
-        try {
-          if (!queue_.renew(l, Deadline::after_seconds(std::min(call_timeout_, period_)))) {
-            std::lock_guard<std::mutex> g(mu_);
-            lost_.insert(l.lease_id);
-          }
-        } catch (const Error& e) {
-          ++errors_;
-          MOERL_LOG(WARN) << "lease renewal of task " << l.task.task_id << " failed: " << e.what();
-        }
-      }
-      lock.lock();
-    }
-  }
-
-  TaskQueue& queue_;
-  const double period_;
-  const double call_timeout_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                  // guarded by mu_
-  std::vector<Lease> held_;            // guarded by mu_
-  std::set<std::string> lost_;         // guarded by mu_
-  std::atomic<int64_t> errors_{0};
-  std::thread thread_;                 // last: starts after the members above exist
-};
 
 // Checks that `process` answered the batch: one entry per lease, each record for its lease's
 // task and attempt (an empty task_id is filled in). Throws kInternal otherwise.
@@ -136,26 +63,10 @@ WorkerLoopResult run_worker_loop(const WorkerLoopConfig& config, TaskQueue& queu
   WorkerLoopResult res;
   const double margin = config.drain_margin_seconds;
   auto call_deadline = [&] { return Deadline::after_seconds(config.call_timeout_seconds); };
-  // Retries a queue/buffer call through outages; gives up only when a drain has run out of
-  // time (then the lease simply expires and another worker redoes the task).
-  auto with_retry = [&](const char* what, const std::function<void()>& fn) {
-    for (double backoff = 0.05;; backoff = std::min(backoff * 2, 1.0)) {
-      try {
-        fn();
-        return true;
-      } catch (const Error& e) {
-        if (!retryable(e)) throw;
-        ++res.errors;
-        MOERL_LOG(WARN) << config.worker_id << ": " << what << " failed, retrying: " << e.what();
-        if (drain.state() != DrainState::kRunning && drain.remaining_seconds() <= 0) return false;
-        std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
-        if (config.on_idle) config.on_idle();
-      }
-    }
-  };
+  const CallRetry with_retry(config.worker_id, drain, config.on_idle, &res.errors);
   double estimate = 0;  // running estimate of one batch's processing time
   {
-    Renewer renewer(queue, config.renew_seconds > 0 ? config.renew_seconds : config.lease_seconds / 3,
+    LeaseRenewer renewer(queue, config.renew_seconds > 0 ? config.renew_seconds : config.lease_seconds / 3,
                     config.call_timeout_seconds);
     while (drain.state() == DrainState::kRunning &&
            (config.max_tasks == 0 || res.completed < config.max_tasks)) {

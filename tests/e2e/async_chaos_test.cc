@@ -6,7 +6,8 @@
 // SIGKILLed before its first RL checkpoint and again after one, and restarted each time; the
 // redis-server is SIGKILLed and restarted from its AOF mid-run. The run must complete with
 // lost == 0, every task trained exactly once (trained.jsonl + accounting) and the training
-// reward rising from a deliberately short SFT warm start.
+// reward rising from a deliberately short SFT warm start. Run once with workers that generate
+// each lease whole and once with streaming workers.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -35,7 +36,11 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return out;
 }
 
-TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
+// Param: the workers stream ([rollout] streaming: rows fed from the queue as they free up,
+// each group put as it ends, versions swapped between decode steps) or generate each lease whole.
+class AsyncChaos : public ::testing::TestWithParam<bool> {};
+
+TEST_P(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   if (testing::moerl_bin().empty()) GTEST_SKIP() << "MOERL_BIN is not set (run through ctest)";
   std::string dir = testing::make_temp_dir("async-chaos");
   runtime::RedisServer server = runtime::RedisServer::start(dir + "/redis", Deadline::after_seconds(15));
@@ -54,7 +59,9 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
        "model.num_key_value_heads=2", "model.moe_intermediate_size=64", "algorithm.group_size=8",
        "rollout.prompts_per_step=" + std::to_string(kPrompts), "rollout.max_new_tokens=6", "train.sft_steps=20",
        "task.digits=1", "train.steps=" + std::to_string(kSteps), "train.eval_prompts=50", "task.format_reward=0.3",
-       "train.sft_batch_size=64", "train.sft_lr=3e-3", "train.lr=2e-3", "train.checkpoint_every=3", "train.threads=1"});
+       "train.sft_batch_size=64", "train.sft_lr=3e-3", "train.lr=2e-3", "train.checkpoint_every=3", "train.threads=1",
+       GetParam() ? "rollout.streaming=true" : "rollout.streaming=false",
+       GetParam() ? "rollout.batch_rows=16" : "rollout.batch_rows=0"});
   std::string config = testing::write_config(dir, text);
   std::string run = dir + "/run";
   std::string log = dir + "/log";
@@ -154,6 +161,9 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
   EXPECT_TRUE(redis_killed);
   EXPECT_TRUE(sigtermed);
   EXPECT_EQ(sigterm_code, 0) << "SIGTERMed worker must drain and exit 0";
+  bool streamed = false;
+  for (const std::string& f : worker_logs) streamed |= testing::read_text(f).find("streaming worker done") != std::string::npos;
+  EXPECT_EQ(streamed, GetParam()) << "the workers ran the loop the config asks for";
   EXPECT_GE(kills, 2);
 
   std::ifstream sin(run + "/summary.json");
@@ -200,6 +210,9 @@ TEST(AsyncChaos, WorkersAndTrainerKilledNothingLostNothingTrainedTwice) {
       << summary.at("eval").dump();
   remove_tree(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Workers, AsyncChaos, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "Streaming" : "Batch"; });
 
 }  // namespace
 }  // namespace moerl::train

@@ -1,7 +1,8 @@
 // Drain of a rollout worker PROCESS (`moerl rollout`, Redis queue): SIGTERM, or a Spot notice
 // from a fake IMDSv2 endpoint, makes it hand back its unfinished tasks within the drain
 // deadline and exit 0; another worker can lease them at once, also when the worker is in
-// the middle of a generation far longer than the drain deadline.
+// the middle of a generation far longer than the drain deadline; the same for a streaming
+// worker ([rollout] streaming).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -91,24 +92,58 @@ class AsyncDrain : public ::testing::Test {
     EXPECT_LT(now_seconds() - t0, 2.0);  // at once, not after a lease expiry
   }
 
+  // SIGTERM mid-run: the worker hands back its unfinished tasks and exits 0 within the deadline.
+  void sigterm_drains(const std::vector<std::string>& overrides) {
+    prepare("", overrides);
+    Subprocess worker = start_worker();
+    wait_for_progress(8);
+    double t0 = now_seconds();
+    worker.signal(SIGTERM);
+    int code = testing::wait_exit(worker, kDrainSeconds + 10);
+    double took = now_seconds() - t0;
+    EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
+    EXPECT_LT(took, kDrainSeconds + 3);
+    check_handed_back();
+  }
+
+  // A batch far longer than the drain deadline (answers of 3000 tokens over the real Qwen3
+  // vocabulary, which a random model does not end early: about a minute here) is abandoned
+  // when the drain deadline arrives, not finished: the worker exits within the deadline and
+  // every task is back in the queue.
+  void long_generation_abandoned(std::vector<std::string> overrides) {
+    const std::string model = e2e::real_vocab_model(dir_, 4096);
+    ASSERT_FALSE(HasFailure());
+    overrides.insert(overrides.end(), {"model.init=\"" + model + "\"", "rollout.max_new_tokens=3000"});
+    prepare("", overrides);
+    Subprocess worker = start_worker();
+    Deadline leased = Deadline::after_seconds(120);
+    while (!leased.expired() && backends_.queue->depth(Deadline::after_seconds(5)).leased == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_FALSE(leased.expired()) << "the worker never leased a task\n" << testing::log_tail(dir_ + "/worker.log");
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // into its first batch
+    const double t0 = now_seconds();
+    worker.signal(SIGTERM);
+    const int code = testing::wait_exit(worker, kDrainSeconds + 60);
+    const double took = now_seconds() - t0;
+    EXPECT_EQ(code, 0) << testing::log_tail(dir_ + "/worker.log");
+    EXPECT_LT(took, kDrainSeconds + 3) << "the batch outlived the drain\n" << testing::log_tail(dir_ + "/worker.log");
+    EXPECT_NE(testing::read_text(dir_ + "/worker.log").find("drain deadline reached"), std::string::npos)
+        << testing::log_tail(dir_ + "/worker.log");
+    check_handed_back();
+  }
+
   std::string dir_, config_;
   std::unique_ptr<runtime::RedisServer> server_;
   runtime::RuntimeBackends backends_;
   std::unique_ptr<store::ObjectStore> store_;
 };
 
-TEST_F(AsyncDrain, SigtermHandsBackUnfinishedTasksAndExitsZero) {
-  prepare("");
-  Subprocess worker = start_worker();
-  wait_for_progress(8);
-  double t0 = now_seconds();
-  worker.signal(SIGTERM);
-  int code = testing::wait_exit(worker, kDrainSeconds + 10);
-  double took = now_seconds() - t0;
-  EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
-  EXPECT_LT(took, kDrainSeconds + 3);
-  check_handed_back();
-}
+// The streaming worker ([rollout] streaming): rows fed from the queue as they free up.
+const std::vector<std::string> kStreaming = {"rollout.streaming=true", "rollout.batch_rows=8"};
+
+TEST_F(AsyncDrain, SigtermHandsBackUnfinishedTasksAndExitsZero) { sigterm_drains({}); }
+TEST_F(AsyncDrain, AStreamingWorkerDrainsTheSameWay) { sigterm_drains(kStreaming); }
 
 TEST_F(AsyncDrain, SpotNoticeTriggersTheSameDrain) {
   runtime::FakeMetadataServer imds;
@@ -128,27 +163,8 @@ TEST_F(AsyncDrain, SpotNoticeTriggersTheSameDrain) {
 // vocabulary, which a random model does not end early: about a minute here) is abandoned
 // when the drain deadline arrives, not finished: the worker exits within the deadline and
 // every task is back in the queue.
-TEST_F(AsyncDrain, ALongGenerationIsAbandonedAtTheDrainDeadline) {
-  const std::string model = e2e::real_vocab_model(dir_, 4096);
-  ASSERT_FALSE(HasFailure());
-  prepare("", {"model.init=\"" + model + "\"", "rollout.max_new_tokens=3000"});
-  Subprocess worker = start_worker();
-  Deadline leased = Deadline::after_seconds(120);
-  while (!leased.expired() && backends_.queue->depth(Deadline::after_seconds(5)).leased == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_FALSE(leased.expired()) << "the worker never leased a task\n" << testing::log_tail(dir_ + "/worker.log");
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // into its first batch
-  const double t0 = now_seconds();
-  worker.signal(SIGTERM);
-  const int code = testing::wait_exit(worker, kDrainSeconds + 60);
-  const double took = now_seconds() - t0;
-  EXPECT_EQ(code, 0) << testing::log_tail(dir_ + "/worker.log");
-  EXPECT_LT(took, kDrainSeconds + 3) << "the batch outlived the drain\n" << testing::log_tail(dir_ + "/worker.log");
-  EXPECT_NE(testing::read_text(dir_ + "/worker.log").find("drain deadline reached"), std::string::npos)
-      << testing::log_tail(dir_ + "/worker.log");
-  check_handed_back();
-}
+TEST_F(AsyncDrain, ALongGenerationIsAbandonedAtTheDrainDeadline) { long_generation_abandoned({}); }
+TEST_F(AsyncDrain, AStreamingWorkersLongGenerationIsAbandonedTheSameWay) { long_generation_abandoned(kStreaming); }
 
 }  // namespace
 }  // namespace moerl::train

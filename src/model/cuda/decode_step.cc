@@ -17,16 +17,11 @@ DecodeStep::DecodeStep(Model& m, KvCache& cache) : m_(m), cache_(cache) {
     layers_.push_back(m.arch().bind_layer(c, m.experts(), m.state(), i));
     const LayerWeights& w = layers_.back();
     // The model's packed experts in place (InferenceMode: no grad), as the MoE hook reads them.
-    stacked_.push_back(w.is_moe ? expert_stacks(w.moe.experts) : std::pair<at::Tensor, at::Tensor>{});
-    if (w.attention == AttentionKind::kMla) {
-      qkv_w_.emplace_back();
-      qkv_b_.emplace_back();
-      continue;
-    }
-    // One GEMM for q, k and v: their weights (and biases) stacked once, outside the graph.
-    qkv_w_.push_back(at::cat({w.attn.q_proj, w.attn.k_proj, w.attn.v_proj}, 0));
-    qkv_b_.push_back(w.attn.q_bias.defined() ? at::cat({w.attn.q_bias, w.attn.k_bias, w.attn.v_bias}, 0) : at::Tensor());
+    stacked_.emplace_back();
+    qkv_w_.emplace_back();
+    qkv_b_.emplace_back();
   }
+  reload_weights();
   embed_ = m.params().at("model.embed_tokens.weight");
   norm_ = m.params().at("model.norm.weight");
   auto head = m.params().find("lm_head.weight");
@@ -36,6 +31,31 @@ DecodeStep::DecodeStep(Model& m, KvCache& cache) : m_(m), cache_(cache) {
   tok_B = at::zeros({B}, lopt);
   slot_B = at::zeros({B}, lopt);
   active_B = at::ones({B}, lopt.dtype(at::kBool));
+}
+
+void DecodeStep::reload_weights() {
+  // Defined tensors are refilled in place (a captured graph reads them); the first call makes them.
+  auto refill = [](at::Tensor& into, const at::Tensor& from) {
+    if (!into.defined()) {
+      into = from;
+    } else if (into.data_ptr() != from.data_ptr()) {
+      into.copy_(from);
+    }
+  };
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerWeights& w = layers_[i];
+    // The model's packed experts are the stacks themselves (InferenceMode: no grad), as the
+    // MoE hook reads them; unpacked ones are stacked copies.
+    if (w.is_moe) {
+      auto [w13, w2] = expert_stacks(w.moe.experts);
+      refill(stacked_[i].first, w13);
+      refill(stacked_[i].second, w2);
+    }
+    if (w.attention == AttentionKind::kMla) continue;
+    // One GEMM for q, k and v: their weights (and biases) stacked outside the graph.
+    refill(qkv_w_[i], at::cat({w.attn.q_proj, w.attn.k_proj, w.attn.v_proj}, 0));
+    if (w.attn.q_bias.defined()) refill(qkv_b_[i], at::cat({w.attn.q_bias, w.attn.k_bias, w.attn.v_bias}, 0));
+  }
 }
 
 at::Tensor DecodeStep::run() {

@@ -23,6 +23,9 @@ class DecodeStep {
  public:
   DecodeStep(Model& m, KvCache& cache);
   at::Tensor run();
+  // After Model::load_weights: refreshes the copies made from the weights (stacked q/k/v, any
+  // unpacked expert stacks) in place, so a graph captured over them stays valid.
+  void reload_weights();
 
   at::Tensor tok_B, slot_B, active_B;
   at::Tensor routing_LBK;  // record_routing: this step's expert ids per MoE layer (static, in the graph)

@@ -174,6 +174,9 @@ class GraphDecoder {
   }
 
   void set_prefill_only() { prefill_only_ = true; }
+  // The model's weights changed in place (a stream's new version): the step's derived copies
+  // follow, in place, so a captured graph stays valid.
+  void reload_weights() { step_.reload_weights(); }
   bool used_graph() const { return graph_ != nullptr; }
 
  private:
@@ -264,19 +267,23 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
   check_prompts(prompts);
   c10::InferenceMode guard;
   const int64_t Q = static_cast<int64_t>(prompts.size());
+  if (Q == 0) return {};
   SlotTable table(Q, decode_rows(Q, config), config);
   RoutingRecorder recorder(table.rows());
   RoutingRecorder* rec = config.record_routing ? &recorder : nullptr;
   KvCache cache;
-  const Admitted head = admit_waiting(m, cache, table, prompts, config, rec);  // makes the cache
+  std::vector<std::vector<int64_t>> all = prompts;  // and those a stream feeds
+  const int64_t room = prompt_room(prompts, config);
+  const Admitted head = admit_waiting(m, cache, table, all, config, rec);  // makes the cache
   GraphDecoder dec(m, cache, config, table, rec);
   dec.start_rows(head);
   dec.set_prefill_only();
   int64_t steps = 0;
   while (true) {
     dec.run_window(use_graph, steps);
+    if (stream_exchange(table, all, config, room)) dec.reload_weights();
     if (table.running() == 0 && !table.waiting()) break;
-    const Admitted refill = admit_waiting(m, cache, table, prompts, config, rec);
+    const Admitted refill = admit_waiting(m, cache, table, all, config, rec);
     if (!refill.rows.empty()) dec.start_rows(refill);
   }
   st.used_graph = dec.used_graph();
