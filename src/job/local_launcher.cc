@@ -14,6 +14,7 @@
 #include "base/subprocess.h"
 #include "job/gpu_paths.h"
 #include "job/roles.h"
+#include "model/thread_stream.h"
 #include "rollout/worker.h"
 #include "runtime/drain.h"
 #include "runtime/metered_backends.h"
@@ -130,6 +131,8 @@ nlohmann::json run_with_threads(const JobConfig& cfg, const JobOptions& options)
   // side instead of fighting over one pool.
   JobOptions trainer_options = options;
   trainer_options.intra_op_threads = 1;
+  // On a GPU the workers decode on streams of their own; the trainer's kernels go first.
+  const model::ThreadStream trainer_stream(cfg.model.options(false).device, /*high_priority=*/true);
   nlohmann::json summary;
   try {
     summary = run_trainer_role(cfg, trainer_options, {.backends = b, .handoff = handoff, .before_report = stop_workers});

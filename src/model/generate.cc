@@ -66,7 +66,7 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
   KvCache cache;
   std::vector<std::vector<int64_t>> all = prompts;  // and those a stream feeds
   const int64_t room = prompt_room(prompts, config);
-  at::Tensor logits_BV = admit_waiting(model, cache, table, all, config, rec).logits_BV;  // the first R
+  at::Tensor logits_BV = admit_waiting(model, cache, table, all, config, rec).logits_at_rows(R);  // the first R
   std::vector<int64_t> first(R);
   at::Tensor step_mask = at::ones({R, 1}, at::kLong);
   for (int64_t step = 0;; ++step) {

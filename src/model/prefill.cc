@@ -73,6 +73,12 @@ Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& p
   return p;
 }
 
+at::Tensor Admitted::logits_at_rows(int64_t n) const {
+  if (logits_BV.size(0) == n) return logits_BV;  // every row, in order (a fresh table admits them so)
+  at::Tensor all = at::zeros({n, logits_BV.size(1)}, logits_BV.options());
+  return all.index_copy(0, at::tensor(rows, at::kLong).to(logits_BV.device()), logits_BV);
+}
+
 int64_t prompt_room(const std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config) {
   int64_t room = std::max<int64_t>(0, config.prompt_room);
   for (const auto& p : prompts) room = std::max(room, static_cast<int64_t>(p.size()));

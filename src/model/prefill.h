@@ -52,6 +52,9 @@ struct Admitted {
   std::vector<int64_t> rows;  // the rows given prompts (empty: none waited, or none was free)
   at::Tensor logits_BV;       // their last-position logits [rows, V]
   int64_t prompt_slots = 0;   // where their cursors now stand
+  // Their logits in a [rows, V] tensor at their rows, zeros elsewhere (the first admission of a
+  // stream may fill fewer rows than the batch has).
+  at::Tensor logits_at_rows(int64_t rows) const;
 };
 Admitted admit_waiting(Model& model, KvCache& cache, SlotTable& table,
                        const std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config,

@@ -15,10 +15,10 @@ at::Device indexed(const c10::impl::VirtualGuardImpl& impl, at::Device device) {
 
 }  // namespace
 
-ThreadStream::ThreadStream(at::Device device) {
+ThreadStream::ThreadStream(at::Device device, bool high_priority) {
   if (!device.is_cuda()) return;
   c10::impl::VirtualGuardImpl impl(device.type());
-  guard_.emplace(impl.getStreamFromGlobalPool(indexed(impl, device)));
+  guard_.emplace(impl.getStreamFromGlobalPool(indexed(impl, device), high_priority));
 }
 
 void synchronize_stream(at::Device device) {

@@ -7,6 +7,9 @@
 //   model::ThreadStream own(options.model.device);   // for the worker thread's lifetime
 //   policy.load_weights(snapshot);                    // tensors the trainer's stream made:
 //   model::synchronize_stream(device);                // done with them before dropping them
+// The trainer of such a process holds a high-priority one (`ThreadStream(device, true)`): where
+// both have kernels waiting, the GPU schedules the trainer's blocks first and decoding fills
+// what is left, so a worker that is ahead does not stretch the trainer's step.
 // Tensors that cross between streams (weight snapshots) must be complete before the other
 // stream reads them: the producer synchronises its stream after writing (WeightHandoff::put),
 // the consumer before releasing what it read. On the CPU both are no-ops.
@@ -21,7 +24,7 @@ namespace moerl::model {
 
 class ThreadStream {
  public:
-  explicit ThreadStream(at::Device device);
+  explicit ThreadStream(at::Device device, bool high_priority = false);
   ThreadStream(const ThreadStream&) = delete;
   ThreadStream& operator=(const ThreadStream&) = delete;
   bool active() const { return guard_.has_value(); }

@@ -147,6 +147,11 @@ class GraphDecoder {
     step_.slot_B.index_fill_(0, idx, a.prompt_slots);
     pending_rows_ = idx;
     pending_logits_ = a.logits_BV.contiguous();
+    if (!had_rows_) {  // the first window samples every row from these logits alone
+      pending_logits_ = a.logits_at_rows(cache_.batch()).contiguous();
+      pending_rows_ = at::arange(cache_.batch(), idx.options());
+      had_rows_ = true;
+    }
   }
 
   // kWindow steps: decode (except where every row's logits come from a prefill), sample, and
@@ -248,7 +253,7 @@ class GraphDecoder {
   at::Tensor pending_rows_, pending_logits_;
   int64_t L_ = 0, K_ = 0;
   bool decoded_[kWindow] = {};
-  bool prefill_only_ = false, graph_failed_ = false;
+  bool prefill_only_ = false, graph_failed_ = false, had_rows_ = false;
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
   at::Tensor graph_logits_;
 };

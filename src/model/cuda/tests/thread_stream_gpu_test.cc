@@ -24,6 +24,9 @@ void queue_long_work(at::Tensor& c) {
 }
 
 TEST(ThreadStreamGpu, AWorkersReadDoesNotWaitForAnotherThreadsQueuedWork) {
+  // The read's kernels loaded first: with CUDA's lazy module loading, a kernel's first launch
+  // loads its module, which waits for the device (run alone, this test otherwise fails).
+  (void)at::ones({16}, at::TensorOptions().device(at::kCUDA)).sum().item<float>();
   at::Tensor c;
   queue_long_work(c);  // the "trainer": the default stream is busy for a while
   const c10::cuda::CUDAStream trainer = c10::cuda::getDefaultCUDAStream();
