@@ -1,6 +1,7 @@
 // A scripted GenerateStream for the streaming tests (CPU and CUDA-graph paths): feeds its
 // prompts `chunk` at a time whenever rows are free, optionally loads other weights into the
-// model at its first feed (tag 2), and keeps what finished() hands over, in ending order.
+// model at its first feed (tag 2), and keeps what finished() hands over, in ending order; and
+// the checks both paths' weight-swap tests share.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include "model/generate.h"
 #include "model/model.h"
+#include "model/test_util.h"
 
 namespace moerl::model::testing {
 
@@ -58,5 +60,49 @@ class ScriptedStream final : public GenerateStream {
   Model* model_ = nullptr;
   Params swap_to_;
 };
+
+inline std::vector<std::vector<int64_t>> slice(const std::vector<std::vector<int64_t>>& v, size_t from, size_t to) {
+  return {v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(to)};
+}
+
+// `g` as a stream call on 2 rows whose stream feeds ragged prompts 2..4 and swaps the model's
+// weights to `weights` at its first feed (tag 1 before, 2 after).
+inline GenerateConfig swap_call(const GenerateConfig& g, ScriptedStream& s) {
+  GenerateConfig c = g;
+  c.batch_rows = 2;
+  c.stream = &s;
+  c.weights_tag = 1;
+  c.prompt_room = 8;
+  return c;
+}
+
+// After a swap_call run: sequences 0 and 1 were running at the swap, so their tokens before it
+// are the old weights' answer (`under_a`) and the rest are tagged 2; sequences 2..4 started
+// after it and are the new weights' answer (`under_b`). Returns where 0 and 1 swapped.
+inline std::vector<int64_t> expect_swapped(const ScriptedStream& s, const std::vector<Generation>& under_a,
+                                           const std::vector<Generation>& under_b, double tol) {
+  std::vector<int64_t> at;
+  EXPECT_EQ(s.done.size(), 5u);
+  if (s.done.size() != 5u) return at;
+  for (int64_t i : {0, 1}) {
+    const Generation& x = s.done.at(i);
+    EXPECT_EQ(x.weight_spans.size(), 2u) << i;
+    if (x.weight_spans.size() != 2u) return at;
+    EXPECT_EQ(x.weight_spans[0], (Generation::WeightSpan{0, 1}));
+    EXPECT_EQ(x.weight_spans[1].tag, 2u);
+    const int64_t k = x.weight_spans[1].start;
+    EXPECT_GT(k, 0);
+    EXPECT_LT(k, static_cast<int64_t>(x.tokens.size()));
+    if (k <= 0 || k > static_cast<int64_t>(under_a[i].tokens.size())) return at;
+    EXPECT_EQ(std::vector<int64_t>(x.tokens.begin(), x.tokens.begin() + k),
+              std::vector<int64_t>(under_a[i].tokens.begin(), under_a[i].tokens.begin() + k));
+    at.push_back(k);
+  }
+  for (int64_t i : {2, 3, 4}) {
+    EXPECT_EQ(s.done.at(i).weight_spans, (std::vector<Generation::WeightSpan>{{0, 2}})) << i;
+    expect_same_generations({s.done.at(i)}, {under_b[i - 2]}, tol, "after the swap, prompt " + std::to_string(i));
+  }
+  return at;
+}
 
 }  // namespace moerl::model::testing

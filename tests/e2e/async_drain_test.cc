@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "base/deadline.h"
 #include "base/files.h"
@@ -92,13 +93,15 @@ class AsyncDrain : public ::testing::Test {
     EXPECT_LT(now_seconds() - t0, 2.0);  // at once, not after a lease expiry
   }
 
-  // SIGTERM mid-run: the worker hands back its unfinished tasks and exits 0 within the deadline.
-  void sigterm_drains(const std::vector<std::string>& overrides) {
-    prepare("", overrides);
+  // Mid-run, `trigger` (SIGTERM, a Spot notice) makes the worker hand back its unfinished
+  // tasks and exit 0 within the drain deadline.
+  void drains_on(const std::function<void(Subprocess&)>& trigger, const std::string& extra = "",
+                 const std::vector<std::string>& overrides = {}) {
+    prepare(extra, overrides);
     Subprocess worker = start_worker();
     wait_for_progress(8);
     double t0 = now_seconds();
-    worker.signal(SIGTERM);
+    trigger(worker);
     int code = testing::wait_exit(worker, kDrainSeconds + 10);
     double took = now_seconds() - t0;
     EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
@@ -142,27 +145,17 @@ class AsyncDrain : public ::testing::Test {
 // The streaming worker ([rollout] streaming): rows fed from the queue as they free up.
 const std::vector<std::string> kStreaming = {"rollout.streaming=true", "rollout.batch_rows=8"};
 
-TEST_F(AsyncDrain, SigtermHandsBackUnfinishedTasksAndExitsZero) { sigterm_drains({}); }
-TEST_F(AsyncDrain, AStreamingWorkerDrainsTheSameWay) { sigterm_drains(kStreaming); }
+void sigterm(Subprocess& worker) { worker.signal(SIGTERM); }
+
+TEST_F(AsyncDrain, SigtermHandsBackUnfinishedTasksAndExitsZero) { drains_on(sigterm); }
+TEST_F(AsyncDrain, AStreamingWorkerDrainsTheSameWay) { drains_on(sigterm, "", kStreaming); }
 
 TEST_F(AsyncDrain, SpotNoticeTriggersTheSameDrain) {
   runtime::FakeMetadataServer imds;
-  prepare("[runtime.spot]\nenabled = true\nmetadata_url = \"" + imds.url() + "\"\npoll_seconds = 0.2\n");
-  Subprocess worker = start_worker();
-  wait_for_progress(8);
-  double t0 = now_seconds();
-  imds.set_notice(true);
-  int code = testing::wait_exit(worker, kDrainSeconds + 10);
-  double took = now_seconds() - t0;
-  EXPECT_EQ(code, 0) << "log: " << dir_ << "/worker.log";
-  EXPECT_LT(took, kDrainSeconds + 3);
-  check_handed_back();
+  drains_on([&](Subprocess&) { imds.set_notice(true); },
+            "[runtime.spot]\nenabled = true\nmetadata_url = \"" + imds.url() + "\"\npoll_seconds = 0.2\n");
 }
 
-// A batch far longer than the drain deadline (answers of 3000 tokens over the real Qwen3
-// vocabulary, which a random model does not end early: about a minute here) is abandoned
-// when the drain deadline arrives, not finished: the worker exits within the deadline and
-// every task is back in the queue.
 TEST_F(AsyncDrain, ALongGenerationIsAbandonedAtTheDrainDeadline) { long_generation_abandoned({}); }
 TEST_F(AsyncDrain, AStreamingWorkersLongGenerationIsAbandonedTheSameWay) { long_generation_abandoned(kStreaming); }
 

@@ -9,25 +9,16 @@
 #include "model/cuda/fast_generate.h"
 #include "model/cuda/moe_gpu.h"
 #include "model/generate.h"
+#include "model/cuda/tests/gpu_test_util.h"
 #include "model/test_util.h"
 
 namespace moerl::model {
 namespace {
 
-// A bf16 CUDA model with a sharpened head, so greedy choices are not near-ties that bf16
-// kernels of other batch shapes could flip.
-Model sharp(const std::string& arch, uint64_t seed) {
-  cuda::install_cuda_experts();
-  Model m = init_random(testing::tiny_config(arch), seed, {at::kBFloat16, at::kCUDA, nullptr});
-  at::NoGradGuard ng;
-  m.params().at("lm_head.weight").mul_(40.0);
-  return m;
-}
-
 class FastContinuous : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FastContinuous, GreedyEqualsStaticBatchingTokenForToken) {
-  Model m = sharp(GetParam(), 31);
+  Model m = testing::sharp_cuda(GetParam(), 31);
   GenerateConfig g;
   g.max_new_tokens = 20;
   g.sampling.greedy = true;
@@ -62,7 +53,7 @@ TEST_P(FastContinuous, GreedyEqualsStaticBatchingTokenForToken) {
 }
 
 TEST_P(FastContinuous, SharedPrefillEqualsPrefillingEveryRow) {
-  Model m = sharp(GetParam(), 32);
+  Model m = testing::sharp_cuda(GetParam(), 32);
   std::vector<std::vector<int64_t>> grouped;
   for (int g = 0; g < 4; ++g) {
     for (const auto& p : {std::vector<int64_t>{1, 7, 9, 3, 12}, {1, 4}, {1, 30, 2, 8}}) grouped.push_back(p);

@@ -6,6 +6,10 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <string>
+
+#include "model/cuda/moe_gpu.h"
+#include "model/test_util.h"
 
 namespace moerl::testing {
 
@@ -17,3 +21,17 @@ inline double rel_err(const at::Tensor& out, const at::Tensor& ref) {
 }
 
 }  // namespace moerl::testing
+
+namespace moerl::model::testing {
+
+// A bf16 CUDA model of tiny_config(arch) with a sharpened head, so greedy choices are not
+// near-ties that bf16 kernels of other batch shapes could flip.
+inline Model sharp_cuda(const std::string& arch, uint64_t seed) {
+  cuda::install_cuda_experts();
+  Model m = init_random(tiny_config(arch), seed, {at::kBFloat16, at::kCUDA, nullptr});
+  at::NoGradGuard ng;
+  m.params().at("lm_head.weight").mul_(40.0);
+  return m;
+}
+
+}  // namespace moerl::model::testing
