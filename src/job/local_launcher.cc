@@ -3,7 +3,9 @@
 #include <ATen/Parallel.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <filesystem>
 #include <thread>
 
@@ -102,7 +104,8 @@ nlohmann::json run_with_threads(const JobConfig& cfg, const JobOptions& options)
   auto handoff = std::make_shared<rollout::WeightHandoff>();
   std::vector<std::unique_ptr<runtime::DrainController>> drains;
   std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::exception_ptr> errors(n);  // guarded by errors_mu until the threads are joined
+  std::mutex errors_mu;
   runtime::Accounting worker_acc;
   for (int64_t i = 0; i < n; ++i) drains.push_back(std::make_unique<runtime::DrainController>(cfg.runtime.drain_seconds));
   for (int64_t i = 0; i < n; ++i) {
@@ -119,10 +122,25 @@ nlohmann::json run_with_threads(const JobConfig& cfg, const JobOptions& options)
                                  wo);
         w.run(*drains[i], &worker_acc);
       } catch (...) {
+        std::lock_guard<std::mutex> lock(errors_mu);
         errors[i] = std::current_exception();
       }
     });
   }
+  // Once every worker thread has failed, no experience can come: the trainer stops with the
+  // first worker's error instead of waiting for batches.
+  auto check_workers = [&] {
+    std::lock_guard<std::mutex> lock(errors_mu);
+    if (std::count(errors.begin(), errors.end(), nullptr) > 0) return;
+    try {
+      std::rethrow_exception(errors[0]);
+    } catch (const std::exception& e) {
+      throw Error("every rollout worker thread (" + std::to_string(n) + ") stopped with an error; thread-0: " + e.what(),
+                  "the trainer gets no experience without a worker; fix the cause above and rerun (the run "
+                  "resumes from its last checkpoint)",
+                  ErrorCode::kUnavailable);
+    }
+  };
   auto stop_workers = [&] {
     for (auto& d : drains) d->request_drain("trainer finished the run");
     for (auto& t : threads) if (t.joinable()) t.join();
@@ -135,7 +153,9 @@ nlohmann::json run_with_threads(const JobConfig& cfg, const JobOptions& options)
   const model::ThreadStream trainer_stream(cfg.model.options(false).device, /*high_priority=*/true);
   nlohmann::json summary;
   try {
-    summary = run_trainer_role(cfg, trainer_options, {.backends = b, .handoff = handoff, .before_report = stop_workers});
+    summary = run_trainer_role(cfg, trainer_options,
+                               {.backends = b, .handoff = handoff, .before_report = stop_workers,
+                                .check_producers = check_workers});
   } catch (...) {
     stop_workers();
     throw;

@@ -220,9 +220,10 @@ StepExperience QueueSource::take_batch(const ep::ControlGroup::Beat& beat) {
   double waited_since = now_seconds();  // for the "no experience" warning
   while (recs.empty() || recs.size() % R != 0) {
     const size_t want = recs.empty() ? P : R - recs.size() % R;
-    const double slice = beat ? kBeatSeconds : kBatchWaitSeconds;
+    const double slice = beat || o_.check_producers ? kBeatSeconds : kBatchWaitSeconds;
     for (auto& r : ctl_->next_batch(want, version, Deadline::after_seconds(slice))) recs.push_back(std::move(r));
     if (beat) beat();
+    if (o_.check_producers) o_.check_producers();
     // Refill the queue now, so the workers generate the next batch while this one trains.
     ctl_->top_up(call_deadline());
     if (!recs.empty() && recs.size() % R == 0) break;

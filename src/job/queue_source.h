@@ -47,6 +47,10 @@ struct QueueSourceOptions {
   // Runs once the run is over, before the accounting report (the local launcher stops its
   // worker threads there, so their times are counted). May be empty.
   std::function<void()> before_report;
+  // Asked while a batch is awaited; throws when no worker can produce any more (the local
+  // launcher: every worker thread has stopped with an error), so the trainer stops with that
+  // error instead of waiting. May be empty.
+  std::function<void()> check_producers;
 };
 
 class QueueSource final : public ExperienceSource {
