@@ -39,15 +39,15 @@ void check_prompts(const std::vector<std::vector<int64_t>>& prompts);
 Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
                         int64_t new_tokens, bool share, RoutingRecorder* recorder);
 
-// Continuous batching (model/slot_table.h), for generate() and the CUDA-graph path: gives the
-// table's free rows the waiting prompts and prefills them (shared as above). The first call,
-// on an empty cache, makes it: rows sized for the longest of all `prompts` (at least
-// config.prompt_room) plus max_new_tokens, with per-row cursors. Later calls prefill into a fresh cache and move the
-// rows in (KvCache::put_rows). `recorder` (may be null) gets the prompts' routing at their rows.
 // Prompt tokens each row's cache makes room for: the longest prompt, at least
 // config.prompt_room.
 int64_t prompt_room(const std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config);
 
+// Continuous batching (model/slot_table.h), for generate() and the CUDA-graph path: gives the
+// table's free rows the waiting prompts and prefills them (shared as above). The first call,
+// on an empty cache, makes it: rows sized for prompt_room() plus max_new_tokens, with per-row
+// cursors. Later calls prefill into a fresh cache and move the rows in (KvCache::put_rows).
+// `recorder` (may be null) gets the prompts' routing at their rows.
 struct Admitted {
   std::vector<int64_t> rows;  // the rows given prompts (empty: none waited, or none was free)
   at::Tensor logits_BV;       // their last-position logits [rows, V]

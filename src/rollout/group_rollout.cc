@@ -71,15 +71,15 @@ model::GenerateConfig GroupRollout::generate_config(uint64_t seed, uint64_t vers
   return gc;
 }
 
-std::vector<double> GroupRollout::score(const std::vector<const runtime::TaskUnit*>& units,
-                                        const std::vector<const model::Generation*>& gens) {
+std::vector<double> GroupRollout::score(std::span<const runtime::TaskUnit> units,
+                                        std::span<const model::Generation> gens) {
   std::vector<tasks::TaskItem> items;
   std::vector<std::string> completions;
   size_t row = 0;
-  for (const runtime::TaskUnit* u : units) {
-    for (uint32_t g = 0; g < u->group_size; ++g, ++row) {
-      items.push_back({u->task_id, u->prompt_text, u->reference});
-      completions.push_back(completion_text(tokenizer_, gens[row]->tokens));
+  for (const runtime::TaskUnit& u : units) {
+    for (uint32_t g = 0; g < u.group_size; ++g, ++row) {
+      items.push_back({u.task_id, u.prompt_text, u.reference});
+      completions.push_back(completion_text(tokenizer_, gens[row].tokens));
     }
   }
   // NOTE: a rank of an instance with no units of a batch still generated (a placeholder row,
@@ -90,7 +90,7 @@ std::vector<double> GroupRollout::score(const std::vector<const runtime::TaskUni
 }
 
 runtime::ExperienceRecord GroupRollout::record(const runtime::TaskUnit& u, const std::vector<int64_t>& prompt,
-                                               std::vector<model::Generation*> gens, const double* rewards,
+                                               std::span<model::Generation> gens, const double* rewards,
                                                double gen_s, double reward_s) const {
   runtime::ExperienceRecord r;
   r.task_id = u.task_id;
@@ -100,7 +100,7 @@ runtime::ExperienceRecord GroupRollout::record(const runtime::TaskUnit& u, const
   r.generate_seconds = gen_s;
   r.reward_seconds = reward_s;
   for (uint32_t g = 0; g < u.group_size; ++g) {
-    model::Generation& gen = *gens[g];
+    model::Generation& gen = gens[g];
     runtime::Sample s;
     s.prompt_tokens.assign(prompt.begin(), prompt.end());
     s.response_tokens.assign(gen.tokens.begin(), gen.tokens.end());
@@ -137,22 +137,16 @@ std::vector<runtime::ExperienceRecord> GroupRollout::run(const std::vector<runti
   const double t0 = now_seconds();
   std::vector<model::Generation> gens = model::generate(policy_, prompts, generate_config(seed, version, std::move(cancel)));
   const double gen_s = now_seconds() - t0;
-  std::vector<const runtime::TaskUnit*> us;
-  std::vector<const model::Generation*> gs;
-  for (const auto& u : units) us.push_back(&u);
-  for (const auto& g : gens) gs.push_back(&g);
   const double t1 = now_seconds();
-  const std::vector<double> rewards = score(us, gs);
+  const std::vector<double> rewards = score(units, gens);
   const double reward_s = now_seconds() - t1;
   std::vector<runtime::ExperienceRecord> out;
   size_t row = 0;
   const double share = 1.0 / static_cast<double>(std::max<size_t>(1, gens.size()));
   for (size_t i = 0; i < units.size(); ++i) {
     const runtime::TaskUnit& u = units[i];
-    std::vector<model::Generation*> mine;
-    for (uint32_t g = 0; g < u.group_size; ++g) mine.push_back(&gens[row + g]);
-    out.push_back(record(u, unit_prompts[i], mine, rewards.data() + row, gen_s * u.group_size * share,
-                         reward_s * u.group_size * share));
+    out.push_back(record(u, unit_prompts[i], std::span(gens).subspan(row, u.group_size), rewards.data() + row,
+                         gen_s * u.group_size * share, reward_s * u.group_size * share));
     out.back().leased_unix_ms = leased;
     row += u.group_size;
   }

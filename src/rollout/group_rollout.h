@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,7 @@ struct RolloutConfig {
   bool streaming = false;
 };
 
-// Where a streaming GroupRollout takes units from and gives records to (rollout/worker.cc:
+// Where a streaming GroupRollout takes units from and gives records to (rollout/worker_stream.cc:
 // leases from the task queue, puts into the experience buffer), on the generating thread.
 class UnitSource {
  public:
@@ -85,11 +86,10 @@ class GroupRollout {
   std::vector<int64_t> prompt_of(const runtime::TaskUnit& u) const;  // its ids, else its text encoded
   model::GenerateConfig generate_config(uint64_t seed, uint64_t version, std::function<bool()> cancel) const;
   // Rewards of the units' samples (gens: every unit's group_size generations, in order).
-  std::vector<double> score(const std::vector<const runtime::TaskUnit*>& units,
-                            const std::vector<const model::Generation*>& gens);
-  // A unit's record from its generations (routing moved out) and rewards.
+  std::vector<double> score(std::span<const runtime::TaskUnit> units, std::span<const model::Generation> gens);
+  // A unit's record from its group_size generations (routing moved out) and rewards.
   runtime::ExperienceRecord record(const runtime::TaskUnit& u, const std::vector<int64_t>& prompt,
-                                   std::vector<model::Generation*> gens, const double* rewards, double gen_s,
+                                   std::span<model::Generation> gens, const double* rewards, double gen_s,
                                    double reward_s) const;
 
   model::Model& policy_;

@@ -4,6 +4,7 @@
 // makes room for them.
 #include <algorithm>
 #include <map>
+#include <span>
 
 #include "base/check.h"
 #include "base/deadline.h"
@@ -17,21 +18,23 @@ class GroupStreamState final : public model::GenerateStream {
  public:
   GroupStreamState(GroupRollout& r, UnitSource& source) : r_(r), source_(source) {}
 
-  // The prompts of the next call's first units (held ones first), or none when there is no work.
+  // The prompts of the next call's first units (held ones first), or none when there is no
+  // work. Each call numbers its sequences from 0.
   std::vector<std::vector<int64_t>> start(int64_t rows) {
+    next_ = 0;
     std::vector<runtime::TaskUnit> units = std::move(held_);
     held_.clear();
     if (units.empty()) units = source_.take(units_for(rows), /*idle=*/true);
     std::vector<std::vector<int64_t>> prompts;
     for (runtime::TaskUnit& u : units) {
       std::vector<int64_t> p = r_.prompt_of(u);
-      room_ = std::max(room_, static_cast<int64_t>(p.size()));
+      r_.room_ = std::max(r_.room_, static_cast<int64_t>(p.size()));
       add(std::move(u), std::move(p), &prompts);
     }
     return prompts;
   }
-  int64_t room() const { return room_; }
   bool holding() const { return !held_.empty(); }
+  bool in_flight() const { return !open_.empty(); }
 
   model::StreamFeed feed(int64_t free_rows, int64_t prompt_room) override {
     model::StreamFeed f;
@@ -40,7 +43,7 @@ class GroupStreamState final : public model::GenerateStream {
     for (runtime::TaskUnit& u : source_.take(units_for(free_rows), /*idle=*/false)) {
       std::vector<int64_t> p = r_.prompt_of(u);
       if (static_cast<int64_t>(p.size()) > prompt_room || !held_.empty()) {
-        room_ = std::max(room_, static_cast<int64_t>(p.size()));
+        r_.room_ = std::max(r_.room_, static_cast<int64_t>(p.size()));  // the next call makes room
         held_.push_back(std::move(u));
         continue;
       }
@@ -55,18 +58,11 @@ class GroupStreamState final : public model::GenerateStream {
     MOERL_CHECK(index >= it->first && index < it->first + static_cast<int64_t>(o.gens.size()));
     o.gens[index - it->first] = std::move(g);
     if (--o.left > 0) return;
-    std::vector<const runtime::TaskUnit*> us{&o.unit};
-    std::vector<const model::Generation*> gs;
-    std::vector<model::Generation*> mine;
-    for (auto& x : o.gens) {
-      gs.push_back(&x);
-      mine.push_back(&x);
-    }
     const double t0 = now_seconds();
-    const std::vector<double> rewards = r_.score(us, gs);
+    const std::vector<double> rewards = r_.score(std::span(&o.unit, 1), o.gens);
     const double t1 = now_seconds();
     // The stream's generating time since the previous record: records' shares add up to it.
-    runtime::ExperienceRecord rec = r_.record(o.unit, o.prompt, mine, rewards.data(), t0 - last_, t1 - t0);
+    runtime::ExperienceRecord rec = r_.record(o.unit, o.prompt, o.gens, rewards.data(), t0 - last_, t1 - t0);
     last_ = t1;
     rec.leased_unix_ms = o.started_ms;
     open_.erase(it);
@@ -105,11 +101,8 @@ class GroupStreamState final : public model::GenerateStream {
   std::map<int64_t, Open> open_;  // first sequence index -> unit in flight
   std::vector<runtime::TaskUnit> held_;
   int64_t next_ = 0;   // next sequence index of this call
-  int64_t room_ = 0;   // longest prompt seen: the next call's rows keep room for it
   int64_t group_ = 1;  // the latest unit's group size: units asked for per free row
   double last_ = now_seconds();
-
-  friend class GroupRollout;
 };
 
 bool GroupRollout::stream(UnitSource& source, uint64_t seed, std::function<bool()> cancel) {
@@ -118,19 +111,16 @@ bool GroupRollout::stream(UnitSource& source, uint64_t seed, std::function<bool(
                 "set rollout.batch_rows, e.g. to the rows of one step's samples");
   }
   GroupStreamState state(*this, source);
-  state.room_ = room_;
   bool any = false;
   for (uint64_t call = 0;; ++call) {
-    state.next_ = 0;  // each call numbers its sequences from 0
     std::vector<std::vector<int64_t>> prompts = state.start(cfg_.batch_rows);
     if (prompts.empty()) break;
     any = true;
     model::GenerateConfig gc = generate_config(mix_seed(seed, call, 0), source.version(), cancel);
     gc.stream = &state;
-    gc.prompt_room = state.room();
+    gc.prompt_room = room_;  // the longest prompt seen, held ones included
     model::generate(policy_, prompts, gc);
-    room_ = state.room();
-    MOERL_CHECK(state.open_.empty()) << "a streaming generate() returned with units in flight";
+    MOERL_CHECK(!state.in_flight()) << "a streaming generate() returned with units in flight";
     if (!state.holding()) break;
   }
   return any;

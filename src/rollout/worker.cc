@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <thread>
+#include <utility>
 
 #include "base/check.h"
 #include "base/files.h"
@@ -144,9 +145,7 @@ void RolloutWorker::sync_version(runtime::DrainController& drain) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, kStagingWait, [&] { return stop_ || staged_version_ >= announced_version_; });
-    if (staged_ && staged_->version <= active_version_) staged_.reset();
-    w = std::move(staged_);
-    staged_.reset();
+    w = take_newer_staged();
   }
   uint64_t use = w ? w->version : active_version_;
   if (link_) {
@@ -168,6 +167,11 @@ void RolloutWorker::sync_version(runtime::DrainController& drain) {
     return;
   }
   activate(std::move(*w));
+}
+
+std::optional<StagedWeights> RolloutWorker::take_newer_staged() {
+  if (staged_ && staged_->version <= active_version_) staged_.reset();
+  return std::exchange(staged_, std::nullopt);
 }
 
 void RolloutWorker::activate(StagedWeights w) {

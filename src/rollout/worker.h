@@ -116,6 +116,8 @@ class RolloutWorker {
   std::vector<std::optional<runtime::ExperienceRecord>> run_batch(GroupRollout& gen, const InstanceMessage& m,
                                                                   runtime::DrainController& drain);
   void follow(GroupRollout& gen, runtime::DrainController& drain);  // follower ranks
+  // The staged version when it is newer than the active one (an older one is dropped); mu_ held.
+  std::optional<StagedWeights> take_newer_staged();
   // Loads staged weights into the policy and makes them the active version.
   void activate(StagedWeights w);
   // Streaming ([rollout] streaming, one rank; rollout/worker_stream.cc): units leased as

@@ -37,7 +37,6 @@ class RolloutWorker::StreamSource final : public UnitSource {
   }
 
   void done(runtime::ExperienceRecord rec) override {
-    rec.worker_id = w_.options_.worker_id;
     w_.stats_.last_version = w_.active_version_;
     leases_.complete(std::move(rec));
   }
@@ -46,10 +45,9 @@ class RolloutWorker::StreamSource final : public UnitSource {
     std::optional<StagedWeights> staged;
     {
       std::lock_guard<std::mutex> lock(w_.mu_);
-      if (!w_.staged_ || w_.staged_->version <= w_.active_version_) return std::nullopt;
-      staged = std::move(w_.staged_);
-      w_.staged_.reset();
+      staged = w_.take_newer_staged();
     }
+    if (!staged) return std::nullopt;
     w_.activate(std::move(*staged));
     return w_.active_version_;
   }

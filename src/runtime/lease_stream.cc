@@ -1,6 +1,8 @@
 // LeaseStream: leases taken as rows free up, records put and acked on a background thread.
 #include "runtime/lease_stream.h"
 
+#include <utility>
+
 #include "base/error.h"
 #include "base/log.h"
 #include "runtime/weight_registry.h"
@@ -92,24 +94,20 @@ void LeaseStream::settle_loop() {
     busy_ = true;
     lock.unlock();
     bool put = false, acked = false;
+    std::exception_ptr failed;
     try {
       put = retry("put experience", [&] { buffer_.put(rec, deadline()); });
       if (put) retry("ack", [&] { acked = queue_.ack(lease, deadline()); });
     } catch (...) {
-      lock.lock();
-      error_ = std::current_exception();
-      busy_ = false;
-      res_.errors += errors;
-      errors = 0;
-      cv_.notify_all();
-      continue;
+      failed = std::current_exception();  // rethrown by the next call on the worker's thread
     }
-    renewer_->release(lease.lease_id);
+    if (!failed) renewer_->release(lease.lease_id);
     lock.lock();
     busy_ = false;
-    res_.errors += errors;
-    errors = 0;
-    if (put) {
+    res_.errors += std::exchange(errors, 0);
+    if (failed) {
+      error_ = failed;
+    } else if (put) {
       if (!acked || renewer_->lost(lease.lease_id)) ++res_.lost_leases;
       ++res_.completed;
       if (accounting_) accounting_->add(Counter::kSamplesGenerated, static_cast<int64_t>(rec.samples.size()));
