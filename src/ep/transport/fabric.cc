@@ -19,8 +19,12 @@
 
 #include "base/deadline.h"
 #include "base/error.h"
+#include "base/log.h"
+#include "ep/transport/shm_regions.h"
 
 namespace moerl::ep {
+
+constexpr char kShmDir[] = "/dev/shm";  // where the shm provider's regions live (shm_open)
 
 struct FabricEndpoint::Op {
   fi_context2 ctx;  // first member: the provider may use it (FI_CONTEXT/FI_CONTEXT2 mode)
@@ -95,9 +99,14 @@ FabricEndpoint::FabricEndpoint(const Options& opts, const AllGather& allgather)
     // The shm provider names an endpoint's region "<pid>:<n>:<n>" in /dev/shm by default. A
     // region that a killed process left there under a pid the kernel has since reused made
     // fi_enable fail with "Device or resource busy": a name of our own cannot collide.
+    // A lock file beside it lets a later endpoint remove it if this process is killed.
+    if (const int n = sweep_stale_regions(kShmDir)) {
+      MOERL_LOG(WARN) << "ep fabric: removed " << n << " shm region(s) of killed processes from " << kShmDir;
+    }
     std::ostringstream unique;
     unique << "moerl-" << ::getpid() << "-" << std::hex << std::random_device{}() << std::random_device{}();
     std::string region = unique.str();
+    region_lock_ = std::make_unique<ShmRegionLock>(kShmDir, region);
     if ((ret = fi_setname(&fi_->ep->fid, region.data(), region.size() + 1))) fail(opts_, "fi_setname", ret);
   }
   if ((ret = fi_enable(fi_->ep))) fail(opts_, "fi_enable", ret);

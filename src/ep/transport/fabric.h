@@ -21,6 +21,8 @@
 
 namespace moerl::ep {
 
+class ShmRegionLock;
+
 class FabricEndpoint {
  public:
   struct Options {
@@ -72,6 +74,7 @@ class FabricEndpoint {
   uint8_t* buffer_ = nullptr;
   struct Fi;
   std::unique_ptr<Fi> fi_;
+  std::unique_ptr<ShmRegionLock> region_lock_;  // shm provider: held while the region lives
   std::vector<std::unique_ptr<Op>> ops_;  // posted, not yet reaped
   size_t num_pending_ = 0;
   std::vector<size_t> recv_len_;
