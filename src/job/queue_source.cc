@@ -265,17 +265,19 @@ StepExperience QueueSource::take_batch(const ep::ControlGroup::Beat& beat) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  double stale_sum = 0;
+  double stale_sum = 0, lag_sum = 0;
   uint64_t stale_max = 0;
   for (const auto& r : out.records) {
     const uint64_t s = runtime::staleness(r, version);
     stale_sum += static_cast<double>(s);
     stale_max = std::max(stale_max, s);
+    lag_sum += static_cast<double>(runtime::token_lag_sum(r, version));
     out.generated_tokens += runtime::total_response_tokens(r);
     out.generate_seconds += r.generate_seconds;  // per worker, while generating
   }
   out.row["staleness_mean"] = stale_sum / static_cast<double>(out.records.size());
   out.row["staleness_max"] = stale_max;
+  out.row["token_lag_mean"] = out.generated_tokens > 0 ? lag_sum / static_cast<double>(out.generated_tokens) : 0.0;
   return out;
 }
 

@@ -29,6 +29,7 @@ const std::map<std::string, std::string>& field_help() {
       {"step_s", "Seconds of the last RL step (experience + training + publication)."},
       {"staleness_mean", "Mean policy versions behind of the records trained in the last step."},
       {"staleness_max", "Most policy versions behind among the records trained in the last step."},
+      {"token_lag_mean", "Mean policy versions behind of the response tokens trained in the last step (per token)."},
       {"queue_depth", "Tasks queued (ready + leased) after the last step."},
       {"tasks_leased", "Tasks leased by rollout workers after the last step."},
       {"tasks_lost", "Tasks created but not completed, queued, buffered or dead-lettered: records in transit "

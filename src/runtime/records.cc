@@ -137,6 +137,18 @@ uint64_t staleness(const ExperienceRecord& r, uint64_t current_version) {
   return current_version > oldest ? current_version - oldest : 0;
 }
 
+uint64_t token_lag_sum(const ExperienceRecord& r, uint64_t current_version) {
+  uint64_t sum = 0;
+  for (const Sample& s : r.samples) {
+    for (size_t i = 0; i < s.version_spans.size(); ++i) {
+      const uint64_t end = i + 1 < s.version_spans.size() ? s.version_spans[i + 1].start : s.response_tokens.size();
+      const uint64_t v = s.version_spans[i].version, tokens = end - std::min<uint64_t>(end, s.version_spans[i].start);
+      sum += tokens * (current_version > v ? current_version - v : 0);
+    }
+  }
+  return sum;
+}
+
 int64_t total_response_tokens(const ExperienceRecord& r) {
   int64_t n = 0;
   for (const Sample& s : r.samples) n += static_cast<int64_t>(s.response_tokens.size());

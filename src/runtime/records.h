@@ -80,6 +80,11 @@ uint64_t oldest_version(const ExperienceRecord& r);
 uint64_t newest_version(const ExperienceRecord& r);
 // current_version - oldest_version, or 0 when the record is not older than current.
 uint64_t staleness(const ExperienceRecord& r, uint64_t current_version);
+// Sum over the record's response tokens of how many versions each is behind current_version
+// (a token made by version v: current - v, 0 if not older). Over a batch, divided by its
+// tokens, the per-token lag: a streaming worker's samples span versions, and their oldest
+// version (staleness) overstates how old most of their tokens are.
+uint64_t token_lag_sum(const ExperienceRecord& r, uint64_t current_version);
 int64_t total_response_tokens(const ExperienceRecord& r);
 // True when the group's rewards are not all equal (max - min > tol). An all-equal group has
 // advantage 0 under every group estimator (GRPO, Dr.GRPO, RLOO), so dynamic sampling (DAPO)

@@ -101,6 +101,20 @@ TEST(Records, StalenessUsesOldestSpan) {
   EXPECT_EQ(dedupe_key("a", 2), "a#2");
 }
 
+TEST(Records, TokenLagCountsEachTokensVersion) {
+  ExperienceRecord r;
+  Sample a;  // 10 tokens: 4 by version 5, 6 by version 7
+  a.response_tokens.assign(10, 1);
+  a.version_spans = {{0, 5}, {4, 7}};
+  Sample b;  // 3 tokens by version 8
+  b.response_tokens.assign(3, 1);
+  b.version_spans = {{0, 8}};
+  r.samples = {a, b};
+  EXPECT_EQ(token_lag_sum(r, 8), 4u * 3 + 6u * 1 + 3u * 0);
+  EXPECT_EQ(token_lag_sum(r, 6), 4u * 1);  // tokens newer than current count 0
+  EXPECT_EQ(staleness(r, 8), 3u);          // the oldest span's lag, for comparison
+}
+
 TEST(Records, SnapshotRoundTrip) {
   std::mt19937 rng(17);
   BufferSnapshot s;

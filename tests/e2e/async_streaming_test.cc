@@ -47,6 +47,15 @@ TEST(AsyncStreaming, EveryTaskTrainedOnceAndGroupsSpanVersions) {
   EXPECT_EQ(lines, 8 * 4);
   EXPECT_GT(spanning, 0) << "no group ran across a version swap";
   EXPECT_EQ(acc["samples_trained"], 8 * 4 * 4) << acc.dump();
+  // The per-token lag never exceeds the oldest version's lag of any record in the step.
+  int rows = 0;
+  for (const nlohmann::json& m : metrics::read_jsonl(dir + "/run/metrics.jsonl")) {
+    if (!m.contains("token_lag_mean")) continue;
+    ++rows;
+    EXPECT_GE(m["token_lag_mean"].get<double>(), 0) << m.dump();
+    EXPECT_LE(m["token_lag_mean"].get<double>(), m.at("staleness_max").get<double>() + 1e-9) << m.dump();
+  }
+  EXPECT_EQ(rows, 8);
   remove_tree(dir);
 }
 
