@@ -20,7 +20,7 @@ struct BufferLayout {
   // Where a dispatch's counts and top-k metadata travel.
   enum class Meta {
     kInline,    // in the region: wire header + counts, rows, then K int32 ids + K float32 weights per row (fabric)
-    kSeparate,  // elsewhere (cuda_ipc: through the store); the region holds rows only
+    kSeparate,  // elsewhere (cuda_ipc: metadata slots beside the regions); the region holds rows only
   };
   static constexpr size_t kAlign = 4096;
 

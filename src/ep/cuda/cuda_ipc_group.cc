@@ -1,21 +1,33 @@
-// cuda_ipc Group: a barrier, pack rows into peers' mapped regions, publish counts and
-// metadata through the store, wait for every peer's "written" flag, then place rows.
-// Input checks, the host routing plan and the Dispatched result are RoutedGroup's
-// (ep/torch/routed.h); regions are sized by ep/buffer_layout.h (metadata separate).
+// cuda_ipc Group: each rank maps every peer's device buffer once. A dispatch or combine writes
+// rows (and a new plan's counts and top-k metadata) straight into the peers' buffers and raises
+// their flags; each rank's stream then waits on its own flags on the GPU (ep/cuda/signals.h),
+// as DeepEP's intranode kernels do. No store round trip or barrier sits on the path: a new
+// plan's one host sync reads the received counts (they size the output); a cached dispatch and
+// a combine have none. The send plan is built on the GPU (ep/torch/ipc_plan.h); input checks
+// and the Dispatched result are RoutedGroup's (ep/torch/routed.h); regions are sized by
+// ep/buffer_layout.h.
+//
+// One buffer per rank: flags (ep/cuda/ipc_flags.h) | rows (dispatch half, combine half: a
+// region per source) | metadata (a slot per source: rows, per-local-expert counts, K ids and K
+// weights per row).
 #include "ep/cuda/cuda_ipc_group.h"
 
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "ep/buffer_layout.h"
+#include "ep/torch/ipc_plan.h"
 #include "ep/cuda/kernels.h"
+#include "ep/cuda/ipc_flags.h"
 #include "ep/cuda/ops.h"
+#include "ep/cuda/peer_pack.h"
 #include "ep/torch/routed.h"
 #include "ep/torch/tensors.h"
 #include "ep/torch/world.h"
@@ -23,6 +35,8 @@
 namespace moerl::ep {
 namespace {
 
+using Flags = cuda::IpcFlags;
+using detail::IpcState;
 using detail::RoutedState;
 
 void cuda_check(cudaError_t err, int rank, const std::string& what) {
@@ -37,6 +51,8 @@ std::vector<uint8_t> to_bytes(const void* p, size_t n) {
   return std::vector<uint8_t>(b, b + n);
 }
 
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
 class CudaIpcGroup final : public detail::RoutedGroup {
  public:
   CudaIpcGroup(const Config& cfg, int64_t num_experts, detail::World w)
@@ -44,35 +60,58 @@ class CudaIpcGroup final : public detail::RoutedGroup {
                     BufferLayout::make(cfg, num_experts, w.world_size, BufferLayout::Meta::kSeparate)),
         store_(w.store),
         max_rows_(buffers_->max_rows),
-        region_bytes_(buffers_->region_bytes) {
+        region_bytes_(buffers_->region_bytes),
+        experts_per_rank_(num_experts / w.world_size),
+        header_len_(1 + experts_per_rank_),
+        flags_bytes_(cuda::IpcFlags::bytes(w.world_size)),
+        meta_offset_(flags_bytes_ + buffers_->total_bytes),
+        meta_slot_bytes_(align_up(header_len_ * 8 + buffers_->max_rows * buffers_->max_topk * 8, 256)) {
     cuda_check(cudaGetDevice(&device_), rank_, "cudaGetDevice");
-    cuda_check(cudaMalloc(&base_, buffers_->total_bytes), rank_, "cudaMalloc of the receive buffers");
+    const size_t total = meta_offset_ + num_ranks_ * meta_slot_bytes_;
+    cuda_check(cudaMalloc(&base_, total), rank_, "cudaMalloc of the receive buffers");
+    cuda_check(cudaMemset(base_, 0, flags_bytes_), rank_, "zeroing the flags");
+    cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&headers_), (num_ranks_ * (header_len_ + 1) + 1) * 8,
+                             cudaHostAllocDefault),
+               rank_, "cudaHostAlloc of the count buffer");
+    cuda_check(cudaDeviceSynchronize(), rank_, "zeroing the flags");
+    // Published with the handle: the GPU's UUID, to tell which peers share this GPU.
     cudaIpcMemHandle_t h;
     cuda_check(cudaIpcGetMemHandle(&h, base_), rank_, "cudaIpcGetMemHandle");
-    store_->set("handle/" + std::to_string(rank_), to_bytes(&h, sizeof(h)));
+    cudaDeviceProp prop;
+    cuda_check(cudaGetDeviceProperties(&prop, device_), rank_, "cudaGetDeviceProperties");
+    std::vector<uint8_t> mine = to_bytes(&h, sizeof(h)), uuid = to_bytes(&prop.uuid, sizeof(prop.uuid));
+    mine.insert(mine.end(), uuid.begin(), uuid.end());
+    store_->set("handle/" + std::to_string(rank_), mine);
     peers_.assign(num_ranks_, nullptr);
+    bool shares_gpu = false;
     for (int s = 0; s < num_ranks_; ++s) {
       if (s == rank_) {
-        peers_[s] = base_;
+        peers_[s] = static_cast<uint8_t*>(base_);
         continue;
       }
       std::vector<uint8_t> b = get("handle/" + std::to_string(s), s);
       cudaIpcMemHandle_t ph;
       std::memcpy(&ph, b.data(), sizeof(ph));
-      cuda_check(cudaIpcOpenMemHandle(&peers_[s], ph, cudaIpcMemLazyEnablePeerAccess), rank_,
+      shares_gpu = shares_gpu || std::equal(uuid.begin(), uuid.end(), b.begin() + sizeof(ph));
+      void* p = nullptr;
+      cuda_check(cudaIpcOpenMemHandle(&p, ph, cudaIpcMemLazyEnablePeerAccess), rank_,
                  "cudaIpcOpenMemHandle of rank " + std::to_string(s));
+      peers_[s] = static_cast<uint8_t*>(p);
     }
-    barrier("mapped");
+    flags_ = std::make_unique<cuda::IpcFlags>(rank_, peers_, host_polled_waits(shares_gpu), cfg_.timeout_s);
+    barrier("mapped");  // every rank's flags are zero before anyone signals
   }
 
   ~CudaIpcGroup() override {
     try {
+      cudaStreamSynchronize(stream());
       barrier("closing");  // no peer writes into our buffers after this
     } catch (...) {
     }
     for (int s = 0; s < num_ranks_; ++s)
       if (s != rank_ && peers_[s]) cudaIpcCloseMemHandle(peers_[s]);
     if (base_) cudaFree(base_);
+    if (headers_) cudaFreeHost(headers_);
   }
 
   Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
@@ -82,111 +121,101 @@ class CudaIpcGroup final : public detail::RoutedGroup {
   }
 
  protected:
-  // The host plan (ids copied to the host), with the send order on the device for packing.
-  std::shared_ptr<RoutedState> plan(const detail::DispatchInputs& in, const Layout& layout) override {
-    std::shared_ptr<RoutedState> st = RoutedGroup::plan(in, layout);
-    st->row_token = st->row_token.to(in.x_TH.device());
+  // The send plan on the GPU, without a host sync (ep/torch/ipc_plan.h).
+  std::shared_ptr<RoutedState> plan(const detail::DispatchInputs& in, const Layout&) override {
+    const at::Device dev = in.x_TH.device();
+    auto st = detail::ipc_plan(in.topk_idx_TK.to(dev), in.topk_weights_TK.to(dev), num_experts_, num_ranks_,
+                               cfg_.mode, max_rows_);
+    st->group = this;
     return st;
   }
 
-  at::Tensor dispatch_rows(const at::Tensor& x, const std::shared_ptr<RoutedState>& st, Meta meta) override {
-    const bool cached = meta == Meta::kReuse;
+  at::Tensor dispatch_rows(const at::Tensor& x, const std::shared_ptr<RoutedState>& sp, Meta meta) override {
+    IpcState& st = ipc_state(*sp);
+    const bool fresh = meta == Meta::kExchange;
     const int64_t H = x.size(1), row_bytes = H * x.element_size();
-    const auto& rt = st->routing;
-    const int64_t K = rt.topk, El = rt.experts_per_rank;
-    const std::string seq = std::to_string(++seq_);
-    enter(seq);
-    // Rows for each destination go into its region for this source: one pack launch each.
-    for (int d = 0; d < num_ranks_; ++d) {
-      const int64_t n = rt.rows_to(d);
-      if (n == 0) continue;
-      uint8_t* dst = static_cast<uint8_t*>(peers_[d]) + region(0, rank_, row_bytes);
-      cuda_check(gather_rows(x, row_bytes, st->row_token.narrow(0, rt.dest_offsets[d], n), n, dst), rank_,
-                 "pack to rank " + std::to_string(d));
-    }
-    if (!cached) {
-      for (int d = 0; d < num_ranks_; ++d) {
-        const int64_t n = rt.rows_to(d), first = rt.dest_offsets[d];
-        std::vector<int64_t> counts;
-        if (cfg_.mode == Mode::kNormal) counts = {n};
-        else
-          for (int64_t e = 0; e < El; ++e)
-            counts.push_back(rt.expert_offsets[d * El + e + 1] - rt.expert_offsets[d * El + e]);
-        std::vector<uint8_t> msg(counts.size() * 8 + n * K * 8);
-        std::memcpy(msg.data(), counts.data(), counts.size() * 8);
-        std::memcpy(msg.data() + counts.size() * 8, rt.row_topk_idx.data() + first * K, n * K * 4);
-        std::memcpy(msg.data() + counts.size() * 8 + n * K * 4, rt.row_topk_weights.data() + first * K, n * K * 4);
-        store_->set(key("meta", seq, rank_, d), msg);
-      }
-    }
-    written(seq, "d");
-    if (!cached) {
-      const size_t nc = cfg_.mode == Mode::kNormal ? 1 : El;
-      std::vector<std::vector<uint8_t>> msgs(num_ranks_);
-      std::vector<int64_t> counts(num_ranks_ * nc);
-      for (int s = 0; s < num_ranks_; ++s) {
-        msgs[s] = get(key("meta", seq, s, rank_), s);
-        store_->deleteKey(key("meta", seq, s, rank_));
-        std::memcpy(&counts[s * nc], msgs[s].data(), nc * 8);
-      }
-      detail::set_recv_counts(*st, counts);
-      std::vector<const int32_t*> mi(num_ranks_);
-      std::vector<const float*> mw(num_ranks_);
-      for (int s = 0; s < num_ranks_; ++s) {
-        const int64_t n = st->recv_counts[s];
-        mi[s] = reinterpret_cast<const int32_t*>(msgs[s].data() + nc * 8);
-        mw[s] = reinterpret_cast<const float*>(msgs[s].data() + nc * 8 + n * K * 4);
-      }
-      detail::set_recv_meta(*st, mi, mw);
-      st->recv_topk_idx_NK = st->recv_topk_idx_NK.to(x.device());
-      st->recv_topk_weights_NK = st->recv_topk_weights_NK.to(x.device());
-      if (st->recv_pos_t.defined()) st->recv_pos_t = st->recv_pos_t.to(x.device());
-      build_combine_pos(st, x.device());
-    }
+    const uint64_t op = ++dispatches_;
+    check_error();
+    wait(Flags::kRowsFree, op - 1);  // every destination has read our previous dispatch
+    cuda::PeerPack pk;
+    pk.x = x.data_ptr();
+    pk.row_bytes = row_bytes;
+    pk.group_TK = st.key_TK.data_ptr<int64_t>();
+    pk.idx_TK = st.idx_TK.data_ptr<int64_t>();
+    pk.w_TK = st.w_TK.data_ptr<float>();
+    pk.num_tokens = st.num_tokens;
+    pk.topk = st.routing.topk;
+    pk.experts_per_rank = experts_per_rank_;
+    pk.expert_groups = st.mode == Mode::kLowLatency;
+    pk.row_GT = st.row_GT.data_ptr<int64_t>();
+    pk.first_R = st.first_R.data_ptr<int64_t>();
+    pk.rows_R = st.rows_R.data_ptr<int64_t>();
+    for (int d = 0; d < num_ranks_; ++d) pk.peers.ptr[d] = peers_[d];
+    pk.rows_offset = rows_offset(0, rank_, row_bytes);
+    pk.meta_offset = meta_offset(rank_);
+    pk.header_bytes = header_len_ * 8;
+    pk.with_meta = fresh;
+    cuda_check(cuda::pack_to_peers(pk, stream()), rank_, "writing rows into the peers");
+    if (fresh)
+      for (int d = 0; d < num_ranks_; ++d)
+        copy(peers_[d] + meta_offset(rank_), st.header_RC[d].data_ptr(), header_len_ * 8, d);
+    signal(Flags::kRowsIn, op);
+    wait(Flags::kRowsIn, op);
+    const int64_t bad = fresh ? receive_plan(st, x.device()) : 0;
     // Place received rows: source-concatenated (normal) or expert-major via recv_pos.
-    at::Tensor recv = at::empty({st->num_recv, H}, x.options());
+    at::Tensor recv = at::empty({st.num_recv, H}, x.options());
     for (int s = 0; s < num_ranks_; ++s) {
-      const int64_t n = st->recv_counts[s], first = st->recv_offsets[s];
+      const int64_t n = st.recv_counts[s], first = st.recv_offsets[s];
       if (n == 0) continue;
-      const uint8_t* src = static_cast<uint8_t*>(base_) + region(0, s, row_bytes);
-      if (st->identity_order()) {
+      const uint8_t* src = peers_[rank_] + rows_offset(0, s, row_bytes);
+      if (st.identity_order()) {
         cuda_check(cudaMemcpyAsync(static_cast<uint8_t*>(recv.data_ptr()) + first * row_bytes, src, n * row_bytes,
                                    cudaMemcpyDeviceToDevice, stream()),
                    rank_, "copy from receive region");
       } else {
         at::Tensor rows = at::from_blob(const_cast<uint8_t*>(src), {n, H}, x.options());
-        cuda::unpack_rows(rows, st->recv_pos_t.narrow(0, first, n), recv);
+        cuda::unpack_rows(rows, st.recv_pos_t.narrow(0, first, n), recv);
       }
+    }
+    signal(Flags::kRowsFree, op);  // our regions and metadata slots are read: sources may write again
+    if (bad > 0) {  // after the operation, so the peers are not left waiting for us
+      throw Error("ep cuda_ipc rank " + std::to_string(rank_) + ": topk_idx holds " + std::to_string(bad) +
+                      " ids outside [-1, " + std::to_string(num_experts_) + ")",
+                  "expert ids must be < num_experts; -1 marks a dropped slot");
     }
     return recv;
   }
 
-  at::Tensor combine_rows(const at::Tensor& y, const RoutedState& st) override {
+  at::Tensor combine_rows(const at::Tensor& y, const RoutedState& rs) override {
+    const IpcState& st = ipc_state(rs);
     const int64_t H = y.size(1), row_bytes = H * y.element_size();
-    const std::string seq = std::to_string(++seq_);
-    enter(seq);
+    const uint64_t op = ++combines_;
+    check_error();
+    wait(Flags::kBackFree, op - 1);  // every source has read our previous combine
     for (int s = 0; s < num_ranks_; ++s) {
       const int64_t n = st.recv_counts[s], first = st.recv_offsets[s];
       if (n == 0) continue;
-      uint8_t* dst = static_cast<uint8_t*>(peers_[s]) + region(1, rank_, row_bytes);
+      uint8_t* dst = peers_[s] + rows_offset(1, rank_, row_bytes);
       if (st.identity_order()) {
         cuda_check(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(y.data_ptr()) + first * row_bytes, n * row_bytes,
                                    cudaMemcpyDeviceToDevice, stream()),
                    rank_, "combine write to rank " + std::to_string(s));
       } else {
-        cuda_check(gather_rows(y, row_bytes, st.recv_pos_t.narrow(0, first, n), n, dst), rank_,
-                   "combine pack to rank " + std::to_string(s));
+        cuda_check(cuda::gather_rows(y.data_ptr(), row_bytes, st.recv_pos_t.data_ptr<int64_t>() + first, n, dst, stream()),
+                   rank_, "combine pack to rank " + std::to_string(s));
       }
     }
-    written(seq, "c");
-    // Sum each token's returned rows in rank order (deterministic), fp32 accumulation.
-    const int64_t slot_rows = rows_per_slot(row_bytes);
-    at::Tensor all = at::from_blob(static_cast<uint8_t*>(base_) + region(1, 0, row_bytes),
-                                   {num_ranks_ * slot_rows, H}, y.options());
-    // pos holds d * max_rows + j; rows of slot d start at d * slot_rows here.
-    at::Tensor code = combine_pos(st);
+    signal(Flags::kBackIn, op);
+    wait(Flags::kBackIn, op);
+    // Sum each token's returned rows in rank order (deterministic), fp32 accumulation. Codes
+    // are d * max_rows + j; rows of slot d start at d * slot_rows for this row size.
+    const int64_t slot_rows = static_cast<int64_t>(region_bytes_) / row_bytes;
+    at::Tensor all = at::from_blob(peers_[rank_] + rows_offset(1, 0, row_bytes), {num_ranks_ * slot_rows, H}, y.options());
+    const at::Tensor& code = st.combine_code_TP;
     at::Tensor pos = at::where(code.ge(0), at::div(code, max_rows_, "floor") * slot_rows + code.remainder(max_rows_), code);
-    return cuda::weighted_combine(all, pos, at::Tensor());
+    at::Tensor out = cuda::weighted_combine(all, pos, at::Tensor());
+    signal(Flags::kBackFree, op);
+    return out;
   }
 
   void check_device(const at::Tensor& t, const char* what) const override {
@@ -197,27 +226,103 @@ class CudaIpcGroup final : public detail::RoutedGroup {
 
  private:
   static cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
-  // Packs src[rows] straight into (peer) memory dst.
-  cudaError_t gather_rows(const at::Tensor& src, int64_t row_bytes, const at::Tensor& rows, int64_t n, void* dst) {
-    return cuda::gather_rows(src.data_ptr(), row_bytes, rows.data_ptr<int64_t>(), n, dst, stream());
+
+  IpcState& ipc_state(const RoutedState& rs) const {
+    auto* st = dynamic_cast<IpcState*>(const_cast<RoutedState*>(&rs));
+    if (!st || st->group != this) {
+      throw Error("ep cuda_ipc rank " + std::to_string(rank_) + ": got a handle this group did not make",
+                  "pass the handle of this group's dispatch");
+    }
+    return *st;
   }
+
+  // A new plan's receive side: the counts (the one host sync), then the metadata on the GPU.
+  // Returns this rank's count of bad ids (read in the same copy).
+  int64_t receive_plan(IpcState& st, at::Device dev) {
+    const int64_t R = num_ranks_, El = experts_per_rank_, K = st.routing.topk;
+    int64_t* sent = headers_ + R * header_len_;  // [R] rows we sent each destination, then the bad ids
+    for (int s = 0; s < R; ++s)
+      cuda_check(cudaMemcpyAsync(headers_ + s * header_len_, peers_[rank_] + meta_offset(s), header_len_ * 8,
+                                 cudaMemcpyDeviceToHost, stream()),
+                 rank_, "reading the received counts");
+    cuda_check(cudaMemcpyAsync(sent, st.rows_R.data_ptr(), R * 8, cudaMemcpyDeviceToHost, stream()), rank_,
+               "reading the sent counts");
+    cuda_check(cudaMemcpyAsync(sent + R, st.num_bad.data_ptr(), 8, cudaMemcpyDeviceToHost, stream()), rank_,
+               "reading the bad ids");
+    cuda_check(cudaStreamSynchronize(stream()), rank_, "waiting for the peers' rows");
+    check_error();
+    st.routing.dest_offsets.assign(R + 1, 0);
+    for (int64_t d = 0; d < R; ++d) st.routing.dest_offsets[d + 1] = st.routing.dest_offsets[d] + sent[d];
+    std::vector<int64_t> counts;
+    std::vector<int64_t> per_expert(El, 0);
+    for (int s = 0; s < R; ++s) {
+      const int64_t* h = headers_ + s * header_len_;
+      if (h[0] < 0 || h[0] > max_rows_) {
+        throw Error("ep cuda_ipc rank " + std::to_string(rank_) + ": rank " + std::to_string(s) + " sent " +
+                        std::to_string(h[0]) + " rows, expected [0, " + std::to_string(max_rows_) + "]",
+                    "every rank must use the same [ep] config and make the same dispatch/combine calls",
+                    ErrorCode::kInternal);
+      }
+      if (st.mode == Mode::kNormal) counts.push_back(h[0]);
+      for (int64_t e = 0; e < El; ++e) {
+        if (st.mode == Mode::kLowLatency) counts.push_back(h[1 + e]);
+        per_expert[e] += h[1 + e];
+      }
+    }
+    detail::set_recv_counts(st, counts);
+    st.per_expert = per_expert;
+    if (st.recv_pos_t.defined()) st.recv_pos_t = st.recv_pos_t.to(dev);
+    const at::TensorOptions iopt = at::TensorOptions().device(dev).dtype(at::kInt);
+    std::vector<at::Tensor> ids, ws;
+    for (int s = 0; s < R; ++s) {
+      const int64_t n = st.recv_counts[s];
+      uint8_t* m = peers_[rank_] + meta_offset(s) + header_len_ * 8;
+      ids.push_back(at::from_blob(m, {n, K}, iopt));
+      ws.push_back(at::from_blob(m + n * K * 4, {n, K}, iopt.dtype(at::kFloat)));
+    }
+    at::Tensor ri = at::cat(ids).to(at::kLong), rw = at::cat(ws);  // copies: the slots may be reused
+    if (!st.identity_order()) {  // arrival order is source-major; the contract is expert-major
+      ri = at::empty_like(ri).index_copy_(0, st.recv_pos_t, ri);
+      rw = at::empty_like(rw).index_copy_(0, st.recv_pos_t, rw);
+    }
+    st.recv_topk_idx_NK = ri;
+    st.recv_topk_weights_NK = rw;
+    return sent[R];
+  }
+
+  void copy(uint8_t* dst, const void* src, int64_t bytes, int peer) {
+    if (bytes <= 0) return;
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), rank_,
+               "metadata to rank " + std::to_string(peer));
+  }
+  // MOERL_CUDA_IPC_WAIT: "gpu" (a kernel polls), "host" (the host polls), or "auto" (the
+  // default): the host where a peer shares this GPU (ep/cuda/ipc_flags.h says why).
+  bool host_polled_waits(bool shares_gpu) const {
+    const char* v = std::getenv("MOERL_CUDA_IPC_WAIT");
+    const std::string mode = v ? v : "auto";
+    if (mode != "auto" && mode != "gpu" && mode != "host") {
+      throw Error("ep cuda_ipc: MOERL_CUDA_IPC_WAIT='" + mode + "' is not auto, gpu or host",
+                  "unset it (auto: the host polls only where ranks share a GPU)");
+    }
+    return mode == "host" || (mode == "auto" && shares_gpu);
+  }
+  void signal(Flags::Flag f, uint64_t op) { flags_->signal(f, op, stream()); }
+  void wait(Flags::Flag f, uint64_t op) { flags_->wait(f, op, stream()); }
+  void check_error() const { flags_->check_error(); }
   // Byte offset of half `which` (0 dispatch, 1 combine), slot `s`, for rows of row_bytes:
-  // slots are rows_per_slot(row_bytes) rows apart, so a half reads as one [R*rows, H] tensor.
-  int64_t rows_per_slot(int64_t row_bytes) const { return static_cast<int64_t>(region_bytes_) / row_bytes; }
-  size_t region(int which, int s, int64_t row_bytes) const {
-    return static_cast<size_t>(which) * num_ranks_ * region_bytes_ +
-           static_cast<size_t>(s) * rows_per_slot(row_bytes) * row_bytes;
+  // slots are region_bytes / row_bytes rows apart, so a half reads as one [R*rows, H] tensor.
+  size_t rows_offset(int which, int s, int64_t row_bytes) const {
+    const size_t slot_rows = region_bytes_ / row_bytes;
+    return flags_bytes_ + static_cast<size_t>(which) * num_ranks_ * region_bytes_ + s * slot_rows * row_bytes;
   }
-  std::string key(const char* kind, const std::string& seq, int from, int to) const {
-    return std::string(kind) + "/" + seq + "/" + std::to_string(from) + ">" + std::to_string(to);
-  }
+  size_t meta_offset(int s) const { return meta_offset_ + s * meta_slot_bytes_; }
   std::vector<uint8_t> get(const std::string& k, int peer) {
     try {
       return store_->get(k);
     } catch (const std::exception& e) {
       throw Error("ep cuda_ipc rank " + std::to_string(rank_) + ": waiting for rank " + std::to_string(peer) +
                       " (" + k + "): " + e.what(),
-                  "a peer died or diverged; every rank must make the same dispatch/combine calls",
+                  "a peer died or diverged; every rank must create and destroy the group together",
                   ErrorCode::kTimeout);
     }
   }
@@ -225,55 +330,18 @@ class CudaIpcGroup final : public detail::RoutedGroup {
     store_->set("bar/" + name + "/" + std::to_string(rank_), std::vector<uint8_t>{1});
     for (int s = 0; s < num_ranks_; ++s) get("bar/" + name + "/" + std::to_string(s), s);
   }
-  // Start of an op: our stream has finished reading our regions (previous op), and every
-  // peer has too, so writes into regions may begin.
-  void enter(const std::string& seq) {
-    cuda_check(cudaStreamSynchronize(stream()), rank_, "stream sync");
-    barrier("op" + seq);
-  }
-  // Our writes into peers are complete; wait until every peer's writes into ours are.
-  void written(const std::string& seq, const char* kind) {
-    cuda_check(cudaStreamSynchronize(stream()), rank_, "stream sync after writes");
-    barrier(std::string("w") + kind + seq);
-  }
-  // For combine: pos[t, j] = row (in this rank's combine regions) of token t's j-th returned
-  // row, in rank order; -1 pads. Built once per dispatch plan.
-  void build_combine_pos(const std::shared_ptr<RoutedState>& sp, at::Device dev) {
-    const RoutedState& st = *sp;
-    const auto& rt = st.routing;
-    const int64_t T = st.num_tokens;
-    std::vector<int64_t> per_token(T, 0);
-    for (int64_t i = 0; i < rt.num_rows(); ++i) ++per_token[rt.row_token[i]];
-    int64_t P = 1;
-    for (int64_t c : per_token) P = std::max(P, c);
-    at::Tensor pos = at::full({T, P}, -1, at::kLong);
-    int64_t* p = pos.data_ptr<int64_t>();
-    std::fill(per_token.begin(), per_token.end(), 0);
-    for (int d = 0; d < num_ranks_; ++d)
-      for (int64_t j = 0; j < rt.rows_to(d); ++j) {
-        const int64_t t = rt.row_token[rt.dest_offsets[d] + j];
-        p[t * P + per_token[t]++] = d * max_rows_ + j;
-      }
-    // Drop entries whose handles are gone, then remember this plan's table.
-    combine_pos_.erase(std::remove_if(combine_pos_.begin(), combine_pos_.end(),
-                                      [](const auto& e) { return e.first.expired(); }),
-                       combine_pos_.end());
-    combine_pos_.emplace_back(sp, pos.to(dev));
-  }
-  const at::Tensor& combine_pos(const RoutedState& st) const {
-    for (const auto& e : combine_pos_)
-      if (e.first.lock().get() == &st) return e.second;
-    throw Error("ep cuda_ipc rank " + std::to_string(rank_) + ": combine got a handle this group did not make",
-                "pass the handle of this group's dispatch");
-  }
+
   c10::intrusive_ptr<c10d::Store> store_;
-  const int64_t max_rows_;     // buffers_->max_rows: the stride of combine_pos codes
+  const int64_t max_rows_;     // buffers_->max_rows: the stride of combine codes
   const size_t region_bytes_;  // buffers_->region_bytes
+  const int64_t experts_per_rank_, header_len_;
+  const size_t flags_bytes_, meta_offset_, meta_slot_bytes_;
   int device_ = 0;
   void* base_ = nullptr;
-  std::vector<void*> peers_;
-  uint64_t seq_ = 0;
-  std::vector<std::pair<std::weak_ptr<RoutedState>, at::Tensor>> combine_pos_;
+  std::vector<uint8_t*> peers_;  // every rank's buffer, ours included
+  std::unique_ptr<cuda::IpcFlags> flags_;
+  int64_t* headers_ = nullptr;        // pinned: a new plan's received counts, sent counts, bad ids
+  uint64_t dispatches_ = 0, combines_ = 0;
 };
 
 }  // namespace

@@ -1,8 +1,11 @@
 // The cuda_ipc EP transport: ranks on one node (one GPU each, or several sharing one GPU)
-// map each other's receive buffers once (cudaIpcGetMemHandle / cudaIpcOpenMemHandle) and
-// write rows straight into them with the ep/cuda pack kernels (over NVLink between GPUs).
-// Only the per-destination counts and top-k metadata go through the host (the TCPStore of
-// ep/torch/world.h), as the normal mode's count exchange.
+// map each other's device buffers once (cudaIpcGetMemHandle / cudaIpcOpenMemHandle) and
+// write rows, counts and top-k metadata straight into them (over NVLink between GPUs);
+// completion is signalled by flags in the same buffers that the receiving GPU polls, so no
+// host round trip sits between ranks (DeepEP's intranode design). A new routing plan costs
+// one local host sync (the received counts size the output); a cached dispatch and a
+// combine cost none. The TCPStore of ep/torch/world.h is used only to swap handles and at
+// creation and destruction.
 //
 //   ep::Config cfg;  cfg.max_tokens_per_rank = 4096;  cfg.hidden = 2048;
 //   auto g = ep::cuda_ipc_group(cfg, /*num_experts=*/128);     // collective; env RANK etc.
@@ -10,9 +13,12 @@
 //   at::Tensor y_TH = g->combine(expert_out_NH, d.handle);     // CUDA tensors throughout
 //
 // Both modes (normal, low_latency) keep ep.h's received-row order. Thread-safety: one thread
-// per Group. Failures (peer gone, timeout, oversize input) throw moerl::Error naming the
-// rank and what was missing. Buffers: 2 * R regions of max_rows rows of hidden float32
-// (ep/buffer_layout.h; max_rows = max_tokens_per_rank, times min(max_topk, E/R) in low_latency).
+// per Group, one CUDA stream (the current one) for its calls. Failures (peer gone, timeout,
+// oversize input) throw moerl::Error naming the rank and what was missing: a peer that does
+// not write within cfg.timeout_s is found by the GPU's wait, and reported by the next dispatch
+// (or this one's host sync). Buffers: flags, 2 * R regions of max_rows rows of hidden float32
+// (ep/buffer_layout.h; max_rows = max_tokens_per_rank, times min(max_topk, E/R) in low_latency),
+// and R metadata slots.
 #pragma once
 
 #include <memory>

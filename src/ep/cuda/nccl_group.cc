@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "ep/torch/device_plan.h"
 #include "ep/torch/alltoall_path.h"
 #include "ep/torch/tensors.h"
 #include "ep/torch/world.h"
@@ -20,6 +21,10 @@
 namespace moerl::ep {
 namespace {
 
+using detail::DevicePlan;
+using detail::device_plan;
+using detail::host_values;
+using detail::owner_rank;
 using detail::RoutedState;
 
 class NcclGroup final : public detail::AllToAllOver<c10d::ProcessGroupNCCL> {
@@ -34,7 +39,7 @@ class NcclGroup final : public detail::AllToAllOver<c10d::ProcessGroupNCCL> {
   Layout get_dispatch_layout(const at::Tensor& topk_idx_TK, int64_t num_experts) override {
     detail::check_num_experts(num_experts, num_experts_);
     const int64_t El = num_experts_ / num_ranks_;
-    at::Tensor dest = owner(topk_idx_TK, El);
+    at::Tensor dest = owner_rank(topk_idx_TK, El);
     Layout l;
     l.is_token_in_rank = dest.unsqueeze(1).eq(at::arange(num_ranks_, dest.options()).view({1, num_ranks_, 1})).any(2);
     l.num_tokens_per_rank = l.is_token_in_rank.sum(0);
@@ -56,7 +61,9 @@ class NcclGroup final : public detail::AllToAllOver<c10d::ProcessGroupNCCL> {
   std::shared_ptr<RoutedState> plan(const detail::DispatchInputs& in, const Layout&) override {
     const at::Tensor& x = in.x_TH;
     const at::Tensor idx = in.topk_idx_TK.to(x.device()), w = in.topk_weights_TK.to(x.device());
-    if (idx.lt(-1).logical_or(idx.ge(num_experts_)).any().item<bool>()) {
+    // Rows: one per (destination rank, token), or per (global expert, token) in low-latency mode.
+    DevicePlan p = device_plan(idx, w, num_experts_, num_ranks_, cfg_.mode);
+    if (p.num_bad.item<int64_t>() > 0) {
       throw Error("ep nccl: topk_idx holds ids outside [-1, " + std::to_string(num_experts_) + ")",
                   "expert ids must be < num_experts; -1 marks a dropped slot");
     }
@@ -71,31 +78,19 @@ class NcclGroup final : public detail::AllToAllOver<c10d::ProcessGroupNCCL> {
     st->routing.topk = K;
     st->routing.experts_per_rank = El;
     st->routing.per_expert_rows = ll;
-    // Rows: one per (destination rank, token), or per (global expert, token) in low-latency
-    // mode; nonzero() orders them by destination, then expert, then token.
-    const int64_t G = ll ? num_experts_ : R;
-    at::Tensor key = ll ? idx : owner(idx, El);  // -1 (dropped) matches no row
-    at::Tensor mask_GT = key.unsqueeze(0).eq(at::arange(G, key.options()).view({G, 1, 1})).any(2);
-    at::Tensor nz = mask_GT.nonzero();
-    at::Tensor row_g = nz.select(1, 0);
-    st->row_token = nz.select(1, 1).contiguous();
-    at::Tensor keep = key.index_select(0, st->row_token).eq(row_g.unsqueeze(1));
-    at::Tensor row_idx_all = idx.index_select(0, st->row_token);
-    at::Tensor row_idx = at::where(keep, row_idx_all.remainder(El), at::full_like(row_idx_all, -1));
-    at::Tensor row_w_all = w.index_select(0, st->row_token);
-    at::Tensor row_w = at::where(keep, row_w_all, at::zeros_like(row_w_all));
+    st->row_token = p.row_token;
     // Count exchange ([R, C]: C = 1, or E/R per-expert counts) and the one host copy.
     const int64_t C = ll ? El : 1;
-    at::Tensor send_counts = mask_GT.sum(1).view({R, C});
+    at::Tensor send_counts = p.group_rows.view({R, C});
     at::Tensor recv_counts = at::empty_like(send_counts);
     alltoall(recv_counts.view(-1), send_counts.view(-1), {}, {}, "count exchange");
-    std::vector<int64_t> host = to_host(at::cat({send_counts.sum(1), recv_counts.view(-1)}));
+    std::vector<int64_t> host = host_values(at::cat({send_counts.sum(1), recv_counts.view(-1)}));
     st->routing.dest_offsets.assign(R + 1, 0);
     for (int64_t d = 0; d < R; ++d) st->routing.dest_offsets[d + 1] = st->routing.dest_offsets[d] + host[d];
     // [R sources][C]: recv_counts/offsets and, in low-latency mode, the expert-major recv_pos.
     detail::set_recv_counts(*st, std::vector<int64_t>(host.begin() + R, host.end()));
     if (st->recv_pos_t.defined()) st->recv_pos_t = st->recv_pos_t.to(x.device());
-    auto [ri32, rw] = exchange_meta(row_idx.to(at::kInt), row_w, *st);
+    auto [ri32, rw] = exchange_meta(p.row_idx, p.row_w, *st);
     at::Tensor ri = ri32.to(at::kLong);
     if (!st->identity_order()) {  // arrival order is source-major; the contract is expert-major
       ri = at::empty_like(ri).index_copy_(0, st->recv_pos_t, ri);
@@ -103,19 +98,8 @@ class NcclGroup final : public detail::AllToAllOver<c10d::ProcessGroupNCCL> {
     }
     st->recv_topk_idx_NK = ri;
     st->recv_topk_weights_NK = rw;
-    st->per_expert = to_host(ri.unsqueeze(2).eq(at::arange(El, ri.options()).view({1, 1, El})).any(1).sum(0));
+    st->per_expert = host_values(ri.unsqueeze(2).eq(at::arange(El, ri.options()).view({1, 1, El})).any(1).sum(0));
     return st;
-  }
-
-
- private:
-  // Owning rank of each top-k slot, -1 for dropped slots.
-  static at::Tensor owner(const at::Tensor& idx, int64_t El) {
-    return at::where(idx.ge(0), idx.div(El, "floor"), at::full_like(idx, -1));
-  }
-  static std::vector<int64_t> to_host(const at::Tensor& t) {
-    at::Tensor c = t.to(at::kCPU, at::kLong).contiguous();
-    return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
   }
 };
 

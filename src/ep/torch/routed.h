@@ -33,6 +33,7 @@
 namespace moerl::ep::detail {
 
 struct RoutedState {
+  virtual ~RoutedState() = default;  // a backend may extend it with what it keeps per plan (cuda_ipc)
   Mode mode = Mode::kNormal;
   int num_ranks = 1;
   // What this rank sends. A backend that plans on the device (nccl) fills only the sizes

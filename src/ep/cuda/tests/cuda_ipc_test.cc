@@ -3,7 +3,8 @@
 // cuda_ipc within a node and fabric/tcp between nodes, as 2 nodes of 2 and 2 nodes of 1):
 // the parent test re-executes this binary per rank (worker test selected by filter, TCPStore
 // rendezvous on 127.0.0.1) and waits with a deadline. Each rank checks dispatch -> expert ->
-// combine against the closed form, in normal and low-latency mode, fresh and cached, bf16 and f32.
+// combine against the closed form, in normal and low-latency mode, fresh and cached, bf16 and f32,
+// and 24 operations back to back without a host read between them.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,10 +16,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "ep/cuda/cuda_ipc_group.h"
 #include "ep/cuda/nccl_group.h"
 #include "ep/hier/hier_group.h"
@@ -78,7 +81,22 @@ std::vector<int> run_ranks(int world, int port, double timeout_s, bool one_gpu_e
 }
 
 TEST(CudaIpc, TwoRanksOneGpu) { EXPECT_EQ(run_ranks(2, 29000 + getpid() % 2000, 120), std::vector<int>(2, 0)); }
+// Ranks sharing a GPU wait by polling from the host (auto); the GPU-polled waits of ranks on
+// separate GPUs, forced here, must give the same results on one GPU too.
+TEST(CudaIpc, TwoRanksOneGpuWaitingOnTheGpu) {
+  setenv("MOERL_CUDA_IPC_WAIT", "gpu", 1);
+  EXPECT_EQ(run_ranks(2, 47000 + getpid() % 2000, 120), std::vector<int>(2, 0));
+  unsetenv("MOERL_CUDA_IPC_WAIT");
+}
 TEST(CudaIpc, FourRanksOneGpu) { EXPECT_EQ(run_ranks(4, 31000 + getpid() % 2000, 180), std::vector<int>(4, 0)); }
+// A rank that never dispatches: the other's dispatch ends at cfg.timeout_s (the GPU's wait on
+// the peer's flag gives up) with an error naming the silent rank, and both ranks exit cleanly.
+TEST(CudaIpc, ASilentPeerIsNamedAtTheDeadline) {
+  EXPECT_EQ(run_ranks(2, 45000 + getpid() % 2000, 90, false, "cuda_ipc_silent_peer"), std::vector<int>(2, 0));
+  setenv("MOERL_CUDA_IPC_WAIT", "gpu", 1);  // the wait kernel's own deadline
+  EXPECT_EQ(run_ranks(2, 49000 + getpid() % 2000, 90, false, "cuda_ipc_silent_peer"), std::vector<int>(2, 0));
+  unsetenv("MOERL_CUDA_IPC_WAIT");
+}
 // One rank per GPU: the writes cross NVLink (peer mappings between devices).
 TEST(CudaIpc, OneRankPerGpu) {
   const int n = static_cast<int>(c10::cuda::device_count());
@@ -132,6 +150,61 @@ void check_dense_gradients_on_the_device(int rank) {
   EXPECT_EQ(dp->device_allreduces(), 1) << "the dense gradient went through host memory";
 }
 
+// The rank side of CudaIpc.ASilentPeerIsNamedAtTheDeadline: rank 1 joins and leaves, rank 0
+// dispatches and must get a timeout naming rank 1 within its deadline.
+void check_silent_peer_is_named(int rank) {
+  Config cfg;
+  cfg.max_tokens_per_rank = 64;
+  cfg.hidden = 64;
+  cfg.max_topk = 2;
+  cfg.timeout_s = 3;
+  auto g = cuda_ipc_group(cfg, 4);
+  if (rank != 0) return;
+  auto opt = at::TensorOptions().device(at::kCUDA);
+  at::Tensor x = at::randn({8, 64}, opt), idx = at::arange(16, opt.dtype(at::kLong)).remainder(4).view({8, 2});
+  at::Tensor w = at::ones({8, 2}, opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    g->dispatch(x, idx, w, g->get_dispatch_layout(idx, 4));
+    ADD_FAILURE() << "dispatch returned though rank 1 never dispatched";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1's dispatch rows did not come within 3"), std::string::npos) << e.what();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(s, 2.5);
+  EXPECT_LT(s, 30);
+}
+
+// Many operations back to back with no host read between them: the "free" flags must keep a
+// writer from overwriting regions its reader has not read yet. Fresh and cached dispatches
+// alternate; every output is checked at the end.
+void check_back_to_back(Group& g, Mode mode, int rank, int64_t E, int64_t K) {
+  auto opt = at::TensorOptions().device(at::kCUDA);
+  std::vector<at::Tensor> outs, refs;
+  std::optional<Dispatched> last;
+  at::Tensor idx, w;
+  int64_t T = 0;
+  for (int it = 0; it < 24; ++it) {
+    at::manual_seed(1000 * it + rank);
+    const bool cached = it % 3 != 0;  // a fresh plan, then two dispatches of new rows on it
+    if (!cached) {
+      T = 40 + 13 * ((rank + it) % 5);
+      idx = at::rand({T, E}).argsort(int64_t{1}, false).narrow(1, 0, K).contiguous().cuda();
+      w = at::rand({T, K}, opt);
+    }
+    at::Tensor x = at::randn({T, 128}, opt);
+    Dispatched d = cached ? g.dispatch(x, idx, w, Layout{}, &last->handle)
+                          : g.dispatch(x, idx, w, g.get_dispatch_layout(idx, E));
+    outs.push_back(g.combine(d.recv_x_NH * d.recv_topk_weights_NK.sum(1, true), d.handle));
+    refs.push_back(x * w.sum(1, true));
+    last = d;
+  }
+  for (size_t i = 0; i < outs.size(); ++i)
+    EXPECT_LT((outs[i] - refs[i]).norm().item<double>() / refs[i].norm().item<double>(), 1e-5)
+        << "rank " << rank << " operation " << i << " mode " << mode_name(mode);
+}
+
 double rel_err(const at::Tensor& out, const at::Tensor& ref) {
   at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
   return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
@@ -143,6 +216,7 @@ TEST(CudaIpcWorker, DispatchCombine) {
   const int rank = std::atoi(std::getenv("RANK"));
   if (std::string(std::getenv("MOERL_CUDA_IPC_WORKER")) == "spread") c10::cuda::set_device(static_cast<c10::DeviceIndex>(rank % c10::cuda::device_count()));
   if (std::string(std::getenv("MOERL_EP_TEST_BACKEND")) == "dp") return check_dense_gradients_on_the_device(rank);
+  if (std::string(std::getenv("MOERL_EP_TEST_BACKEND")) == "cuda_ipc_silent_peer") return check_silent_peer_is_named(rank);
   const int64_t E = 16, K = 4, H = 264;  // H*2 bytes not a multiple of 16: byte path too
   for (Mode mode : {Mode::kNormal, Mode::kLowLatency}) {
     Config cfg;
@@ -197,6 +271,7 @@ TEST(CudaIpcWorker, DispatchCombine) {
         }
       }
     }
+    check_back_to_back(*g, mode, rank, E, K);
   }
 }
 
