@@ -1,7 +1,7 @@
 // cuda_ipc Group: each rank maps every peer's device buffer once. A dispatch or combine writes
 // rows (and a new plan's counts and top-k metadata) straight into the peers' buffers and raises
-// their flags; each rank's stream then waits on its own flags on the GPU (ep/cuda/signals.h),
-// as DeepEP's intranode kernels do. No store round trip or barrier sits on the path: a new
+// their flags; each rank's stream then waits on its own flags on the GPU, as DeepEP's intranode
+// kernels do (ep/cuda/ipc_flags.h; from the host where ranks share a GPU). No store round trip or barrier sits on the path: a new
 // plan's one host sync reads the received counts (they size the output); a cached dispatch and
 // a combine have none. The send plan is built on the GPU (ep/torch/ipc_plan.h); input checks
 // and the Dispatched result are RoutedGroup's (ep/torch/routed.h); regions are sized by
@@ -23,11 +23,11 @@
 
 #include "base/error.h"
 #include "ep/buffer_layout.h"
-#include "ep/torch/ipc_plan.h"
-#include "ep/cuda/kernels.h"
 #include "ep/cuda/ipc_flags.h"
+#include "ep/cuda/kernels.h"
 #include "ep/cuda/ops.h"
 #include "ep/cuda/peer_pack.h"
+#include "ep/torch/ipc_plan.h"
 #include "ep/torch/routed.h"
 #include "ep/torch/tensors.h"
 #include "ep/torch/world.h"
