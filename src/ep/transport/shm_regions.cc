@@ -62,9 +62,11 @@ int sweep_stale_regions(const std::string& dir) {
     if (!lock && !half) continue;
     const std::string path = dir + "/" + name;
     // A half-made lock may be a live process's between its open and its flock: only old ones.
-    if (half && std::filesystem::file_time_type::clock::now() - std::filesystem::last_write_time(path, ec) <
-                    std::chrono::seconds(60))
-      continue;
+    if (half) {
+      std::error_code stat_ec;
+      const auto written = std::filesystem::last_write_time(path, stat_ec);
+      if (stat_ec || std::filesystem::file_time_type::clock::now() - written < std::chrono::seconds(60)) continue;
+    }
     int fd = -1;
     if (!take_if_free(path, &fd)) continue;  // its owner lives (or it is gone already)
     if (lock) {
