@@ -25,10 +25,15 @@ std::shared_ptr<IpcState> ipc_plan(const at::Tensor& topk_idx_TK, const at::Tens
   rt.topk = K;
   rt.experts_per_rank = El;
   rt.per_expert_rows = ll;
-  // Tokens per global expert (each once): the rows per local expert (low_latency) or the tokens
-  // each local expert serves (normal) at every destination.
-  at::Tensor id_or_E = at::where(idx.ge(0).logical_and(idx.lt(E)), idx, at::full_like(idx, E));
-  at::Tensor per_expert_RE = at::zeros({T, E + 1}, lopt).scatter_(1, id_or_E, 1).narrow(1, 0, E).sum(0).view({R, El});
+  // Per destination and local expert: the rows (low_latency: the groups are the experts) or the
+  // tokens the expert serves (normal: each token once; slots without a group count at column E).
+  at::Tensor per_expert_RE =
+      ll ? m.group_rows.view({R, El})
+         : at::zeros({T, E + 1}, lopt)
+               .scatter_(1, at::where(m.key_TK.ge(0), idx, at::full_like(idx, E)), 1)
+               .narrow(1, 0, E)
+               .sum(0)
+               .view({R, El});
   st->rows_R = ll ? per_expert_RE.sum(1) : m.group_rows;
   st->first_R = at::cumsum(st->rows_R, 0) - st->rows_R;
   st->row_GT = m.group_mask.reshape(-1).to(at::kLong).cumsum(0) - 1;
