@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "base/deadline.h"

@@ -39,13 +39,6 @@ using Flags = cuda::IpcFlags;
 using detail::IpcState;
 using detail::RoutedState;
 
-void cuda_check(cudaError_t err, int rank, const std::string& what) {
-  if (err != cudaSuccess) {
-    throw Error("ep cuda_ipc rank " + std::to_string(rank) + ": " + what + ": " + cudaGetErrorString(err),
-                "all ranks must run on GPUs of one node with CUDA IPC allowed", ErrorCode::kInternal);
-  }
-}
-
 std::vector<uint8_t> to_bytes(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   return std::vector<uint8_t>(b, b + n);
@@ -66,19 +59,20 @@ class CudaIpcGroup final : public detail::RoutedGroup {
         flags_bytes_(cuda::IpcFlags::bytes(w.world_size)),
         meta_offset_(flags_bytes_ + buffers_->total_bytes),
         meta_slot_bytes_(align_up(header_len_ * 8 + buffers_->max_rows * buffers_->max_topk * 8, 256)) {
-    cuda_check(cudaGetDevice(&device_), rank_, "cudaGetDevice");
+    int device = 0;
+    cuda::ipc_check(cudaGetDevice(&device), rank_, "cudaGetDevice");
     const size_t total = meta_offset_ + num_ranks_ * meta_slot_bytes_;
-    cuda_check(cudaMalloc(&base_, total), rank_, "cudaMalloc of the receive buffers");
-    cuda_check(cudaMemset(base_, 0, flags_bytes_), rank_, "zeroing the flags");
-    cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&headers_), (num_ranks_ * (header_len_ + 1) + 1) * 8,
+    cuda::ipc_check(cudaMalloc(&base_, total), rank_, "cudaMalloc of the receive buffers");
+    cuda::ipc_check(cudaMemset(base_, 0, flags_bytes_), rank_, "zeroing the flags");
+    cuda::ipc_check(cudaHostAlloc(reinterpret_cast<void**>(&headers_), (num_ranks_ * (header_len_ + 1) + 1) * 8,
                              cudaHostAllocDefault),
                rank_, "cudaHostAlloc of the count buffer");
-    cuda_check(cudaDeviceSynchronize(), rank_, "zeroing the flags");
+    cuda::ipc_check(cudaDeviceSynchronize(), rank_, "zeroing the flags");
     // Published with the handle: the GPU's UUID, to tell which peers share this GPU.
     cudaIpcMemHandle_t h;
-    cuda_check(cudaIpcGetMemHandle(&h, base_), rank_, "cudaIpcGetMemHandle");
+    cuda::ipc_check(cudaIpcGetMemHandle(&h, base_), rank_, "cudaIpcGetMemHandle");
     cudaDeviceProp prop;
-    cuda_check(cudaGetDeviceProperties(&prop, device_), rank_, "cudaGetDeviceProperties");
+    cuda::ipc_check(cudaGetDeviceProperties(&prop, device), rank_, "cudaGetDeviceProperties");
     std::vector<uint8_t> mine = to_bytes(&h, sizeof(h)), uuid = to_bytes(&prop.uuid, sizeof(prop.uuid));
     mine.insert(mine.end(), uuid.begin(), uuid.end());
     store_->set("handle/" + std::to_string(rank_), mine);
@@ -94,7 +88,7 @@ class CudaIpcGroup final : public detail::RoutedGroup {
       std::memcpy(&ph, b.data(), sizeof(ph));
       shares_gpu = shares_gpu || std::equal(uuid.begin(), uuid.end(), b.begin() + sizeof(ph));
       void* p = nullptr;
-      cuda_check(cudaIpcOpenMemHandle(&p, ph, cudaIpcMemLazyEnablePeerAccess), rank_,
+      cuda::ipc_check(cudaIpcOpenMemHandle(&p, ph, cudaIpcMemLazyEnablePeerAccess), rank_,
                  "cudaIpcOpenMemHandle of rank " + std::to_string(s));
       peers_[s] = static_cast<uint8_t*>(p);
     }
@@ -155,7 +149,7 @@ class CudaIpcGroup final : public detail::RoutedGroup {
     pk.meta_offset = meta_offset(rank_);
     pk.header_bytes = header_len_ * 8;
     pk.with_meta = fresh;
-    cuda_check(cuda::pack_to_peers(pk, stream()), rank_, "writing rows into the peers");
+    cuda::ipc_check(cuda::pack_to_peers(pk, stream()), rank_, "writing rows into the peers");
     if (fresh)
       for (int d = 0; d < num_ranks_; ++d)
         copy(peers_[d] + meta_offset(rank_), st.header_RC[d].data_ptr(), header_len_ * 8, d);
@@ -169,7 +163,7 @@ class CudaIpcGroup final : public detail::RoutedGroup {
       if (n == 0) continue;
       const uint8_t* src = peers_[rank_] + rows_offset(0, s, row_bytes);
       if (st.identity_order()) {
-        cuda_check(cudaMemcpyAsync(static_cast<uint8_t*>(recv.data_ptr()) + first * row_bytes, src, n * row_bytes,
+        cuda::ipc_check(cudaMemcpyAsync(static_cast<uint8_t*>(recv.data_ptr()) + first * row_bytes, src, n * row_bytes,
                                    cudaMemcpyDeviceToDevice, stream()),
                    rank_, "copy from receive region");
       } else {
@@ -197,11 +191,11 @@ class CudaIpcGroup final : public detail::RoutedGroup {
       if (n == 0) continue;
       uint8_t* dst = peers_[s] + rows_offset(1, rank_, row_bytes);
       if (st.identity_order()) {
-        cuda_check(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(y.data_ptr()) + first * row_bytes, n * row_bytes,
+        cuda::ipc_check(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(y.data_ptr()) + first * row_bytes, n * row_bytes,
                                    cudaMemcpyDeviceToDevice, stream()),
                    rank_, "combine write to rank " + std::to_string(s));
       } else {
-        cuda_check(cuda::gather_rows(y.data_ptr(), row_bytes, st.recv_pos_t.data_ptr<int64_t>() + first, n, dst, stream()),
+        cuda::ipc_check(cuda::gather_rows(y.data_ptr(), row_bytes, st.recv_pos_t.data_ptr<int64_t>() + first, n, dst, stream()),
                    rank_, "combine pack to rank " + std::to_string(s));
       }
     }
@@ -242,14 +236,14 @@ class CudaIpcGroup final : public detail::RoutedGroup {
     const int64_t R = num_ranks_, El = experts_per_rank_, K = st.routing.topk;
     int64_t* sent = headers_ + R * header_len_;  // [R] rows we sent each destination, then the bad ids
     for (int s = 0; s < R; ++s)
-      cuda_check(cudaMemcpyAsync(headers_ + s * header_len_, peers_[rank_] + meta_offset(s), header_len_ * 8,
+      cuda::ipc_check(cudaMemcpyAsync(headers_ + s * header_len_, peers_[rank_] + meta_offset(s), header_len_ * 8,
                                  cudaMemcpyDeviceToHost, stream()),
                  rank_, "reading the received counts");
-    cuda_check(cudaMemcpyAsync(sent, st.rows_R.data_ptr(), R * 8, cudaMemcpyDeviceToHost, stream()), rank_,
+    cuda::ipc_check(cudaMemcpyAsync(sent, st.rows_R.data_ptr(), R * 8, cudaMemcpyDeviceToHost, stream()), rank_,
                "reading the sent counts");
-    cuda_check(cudaMemcpyAsync(sent + R, st.num_bad.data_ptr(), 8, cudaMemcpyDeviceToHost, stream()), rank_,
+    cuda::ipc_check(cudaMemcpyAsync(sent + R, st.num_bad.data_ptr(), 8, cudaMemcpyDeviceToHost, stream()), rank_,
                "reading the bad ids");
-    cuda_check(cudaStreamSynchronize(stream()), rank_, "waiting for the peers' rows");
+    cuda::ipc_check(cudaStreamSynchronize(stream()), rank_, "waiting for the peers' rows");
     check_error();
     st.routing.dest_offsets.assign(R + 1, 0);
     for (int64_t d = 0; d < R; ++d) st.routing.dest_offsets[d + 1] = st.routing.dest_offsets[d] + sent[d];
@@ -280,19 +274,13 @@ class CudaIpcGroup final : public detail::RoutedGroup {
       ids.push_back(at::from_blob(m, {n, K}, iopt));
       ws.push_back(at::from_blob(m + n * K * 4, {n, K}, iopt.dtype(at::kFloat)));
     }
-    at::Tensor ri = at::cat(ids).to(at::kLong), rw = at::cat(ws);  // copies: the slots may be reused
-    if (!st.identity_order()) {  // arrival order is source-major; the contract is expert-major
-      ri = at::empty_like(ri).index_copy_(0, st.recv_pos_t, ri);
-      rw = at::empty_like(rw).index_copy_(0, st.recv_pos_t, rw);
-    }
-    st.recv_topk_idx_NK = ri;
-    st.recv_topk_weights_NK = rw;
+    detail::set_recv_topk(st, at::cat(ids), at::cat(ws));  // copies: the slots may be reused
     return sent[R];
   }
 
   void copy(uint8_t* dst, const void* src, int64_t bytes, int peer) {
     if (bytes <= 0) return;
-    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), rank_,
+    cuda::ipc_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), rank_,
                "metadata to rank " + std::to_string(peer));
   }
   // MOERL_CUDA_IPC_WAIT: "gpu" (a kernel polls), "host" (the host polls), or "auto" (the
@@ -336,7 +324,6 @@ class CudaIpcGroup final : public detail::RoutedGroup {
   const size_t region_bytes_;  // buffers_->region_bytes
   const int64_t experts_per_rank_, header_len_;
   const size_t flags_bytes_, meta_offset_, meta_slot_bytes_;
-  int device_ = 0;
   void* base_ = nullptr;
   std::vector<uint8_t*> peers_;  // every rank's buffer, ours included
   std::unique_ptr<cuda::IpcFlags> flags_;

@@ -19,14 +19,14 @@ const char* flag_name(int f) {
   return f >= 0 && f < IpcFlags::kNumFlags ? names[f] : "?";
 }
 
-void check(cudaError_t err, int rank, const std::string& what) {
+}  // namespace
+
+void ipc_check(cudaError_t err, int rank, const std::string& what) {
   if (err != cudaSuccess) {
     throw Error("ep cuda_ipc rank " + std::to_string(rank) + ": " + what + ": " + cudaGetErrorString(err),
                 "all ranks must run on GPUs of one node with CUDA IPC allowed", ErrorCode::kInternal);
   }
 }
-
-}  // namespace
 
 size_t IpcFlags::bytes(int num_ranks) {
   const size_t b = static_cast<size_t>(kNumFlags) * num_ranks * sizeof(uint64_t);
@@ -44,7 +44,7 @@ IpcFlags::IpcFlags(int rank, std::vector<uint8_t*> buffers, bool host_polled, do
                     " share one node's buffers",
                 "use the hierarchical backend with cuda_ipc inside nodes of fewer ranks");
   }
-  check(cudaHostAlloc(reinterpret_cast<void**>(&error_), 2 * sizeof(FlagError), cudaHostAllocMapped), rank_,
+  ipc_check(cudaHostAlloc(reinterpret_cast<void**>(&error_), 2 * sizeof(FlagError), cudaHostAllocMapped), rank_,
         "cudaHostAlloc of the error words");
   error_[0] = error_[1] = FlagError{};
 }
@@ -58,7 +58,7 @@ uint64_t* IpcFlags::flag_at(int buffer, Flag f, int peer) const {
 void IpcFlags::signal(Flag f, uint64_t op, cudaStream_t stream) {
   FlagPtrs p{};
   for (int r = 0; r < num_ranks_; ++r) p.ptr[r] = flag_at(r, f, rank_);
-  check(signal_flags(p, num_ranks_, op, stream), rank_, std::string("raising ") + flag_name(f));
+  ipc_check(signal_flags(p, num_ranks_, op, stream), rank_, std::string("raising ") + flag_name(f));
 }
 
 void IpcFlags::wait(Flag f, uint64_t op, cudaStream_t stream) {
@@ -67,15 +67,15 @@ void IpcFlags::wait(Flag f, uint64_t op, cudaStream_t stream) {
   const std::string what = std::string("waiting for ") + flag_name(f);
   if (!host_polled_) {
     const auto ns = static_cast<uint64_t>(timeout_s_ * 1e9);
-    check(wait_flags(flags, num_ranks_, op, ns, f, &error_[0], stream), rank_, what);
+    ipc_check(wait_flags(flags, num_ranks_, op, ns, f, &error_[0], stream), rank_, what);
     return;
   }
   volatile FlagError* poll = &error_[1];
   const Deadline deadline = Deadline::after_seconds(timeout_s_);
   for (;;) {
     poll->flag = 0;
-    check(wait_flags(flags, num_ranks_, op, kPollNs, f, &error_[1], stream), rank_, what);
-    check(cudaStreamSynchronize(stream), rank_, what);
+    ipc_check(wait_flags(flags, num_ranks_, op, kPollNs, f, &error_[1], stream), rank_, what);
+    ipc_check(cudaStreamSynchronize(stream), rank_, what);
     if (poll->flag == 0) return;
     if (deadline.expired()) break;
   }

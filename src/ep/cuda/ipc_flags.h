@@ -20,11 +20,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ep/cuda/signals.h"
 
 namespace moerl::ep::cuda {
+
+// Throws moerl::Error naming the rank and `what` unless err is cudaSuccess (cuda_ipc's CUDA calls).
+void ipc_check(cudaError_t err, int rank, const std::string& what);
 
 class IpcFlags {
  public:

@@ -91,13 +91,8 @@ class NcclGroup final : public detail::AllToAllOver<c10d::ProcessGroupNCCL> {
     detail::set_recv_counts(*st, std::vector<int64_t>(host.begin() + R, host.end()));
     if (st->recv_pos_t.defined()) st->recv_pos_t = st->recv_pos_t.to(x.device());
     auto [ri32, rw] = exchange_meta(p.row_idx, p.row_w, *st);
-    at::Tensor ri = ri32.to(at::kLong);
-    if (!st->identity_order()) {  // arrival order is source-major; the contract is expert-major
-      ri = at::empty_like(ri).index_copy_(0, st->recv_pos_t, ri);
-      rw = at::empty_like(rw).index_copy_(0, st->recv_pos_t, rw);
-    }
-    st->recv_topk_idx_NK = ri;
-    st->recv_topk_weights_NK = rw;
+    detail::set_recv_topk(*st, ri32, rw);
+    const at::Tensor& ri = st->recv_topk_idx_NK;
     st->per_expert = host_values(ri.unsqueeze(2).eq(at::arange(El, ri.options()).view({1, 1, El})).any(1).sum(0));
     return st;
   }

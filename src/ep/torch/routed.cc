@@ -93,6 +93,16 @@ void set_recv_meta(RoutedState& st, const std::vector<const int32_t*>& idx_per_s
   }
 }
 
+void set_recv_topk(RoutedState& st, const at::Tensor& ids_NK, const at::Tensor& weights_NK) {
+  at::Tensor ri = ids_NK.to(at::kLong), rw = weights_NK;
+  if (!st.identity_order()) {
+    ri = at::empty_like(ri).index_copy_(0, st.recv_pos_t, ri);
+    rw = at::empty_like(rw).index_copy_(0, st.recv_pos_t, rw);
+  }
+  st.recv_topk_idx_NK = ri;
+  st.recv_topk_weights_NK = rw;
+}
+
 Dispatched make_dispatched(const std::shared_ptr<RoutedState>& st, at::Tensor recv_x_NH) {
   Dispatched d;
   d.recv_x_NH = std::move(recv_x_NH);

@@ -61,6 +61,9 @@ void set_recv_counts(RoutedState& st, const std::vector<int64_t>& counts);
 // per-expert counts.
 void set_recv_meta(RoutedState& st, const std::vector<const int32_t*>& idx_per_source,
                    const std::vector<const float*>& w_per_source);
+// Stores received top-k ids (any integer type) and float32 weights, rows in arrival order (by
+// source), on the state in the contract's row order (low_latency: expert-major via recv_pos_t).
+void set_recv_topk(RoutedState& st, const at::Tensor& ids_NK, const at::Tensor& weights_NK);
 Dispatched make_dispatched(const std::shared_ptr<RoutedState>& st, at::Tensor recv_x_NH);
 std::shared_ptr<RoutedState> state_of(const Handle& h);
 

@@ -176,6 +176,11 @@ void check_silent_peer_is_named(int rank) {
   EXPECT_LT(s, 30);
 }
 
+double rel_err(const at::Tensor& out, const at::Tensor& ref) {
+  at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
+  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
+}
+
 // Many operations back to back with no host read between them: the "free" flags must keep a
 // writer from overwriting regions its reader has not read yet. Fresh and cached dispatches
 // alternate; every output is checked at the end.
@@ -201,13 +206,8 @@ void check_back_to_back(Group& g, Mode mode, int rank, int64_t E, int64_t K) {
     last = d;
   }
   for (size_t i = 0; i < outs.size(); ++i)
-    EXPECT_LT((outs[i] - refs[i]).norm().item<double>() / refs[i].norm().item<double>(), 1e-5)
+    EXPECT_LT(rel_err(outs[i], refs[i]), 1e-5)
         << "rank " << rank << " operation " << i << " mode " << mode_name(mode);
-}
-
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  at::Tensor o = out.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
 }
 
 // One rank's checks; runs only in the re-executed workers.
