@@ -137,7 +137,11 @@ TEST(AsyncPoison, CraftedRecordsAreQuarantinedCountedAndTheRunCompletes) {
   EXPECT_EQ(acc.at("records_quarantined").get<int64_t>(), kPushed) << acc.dump();
   EXPECT_EQ(acc.at("lost").get<int64_t>(), 0) << acc.dump();
   EXPECT_EQ(acc.at("tasks_abandoned").get<int64_t>(), 0) << acc.dump();
-  EXPECT_EQ(acc.at("tasks_created").get<int64_t>(), kSteps * kPrompts) << acc.dump();
+  // A group dropped as stale (a busy box can leave the worker's staging thread versions
+  // behind) is replaced by a fresh task, so the run still trains kSteps * kPrompts groups.
+  const int64_t stale = acc.at("stale_dropped").get<int64_t>();
+  std::printf("poison: %lld group(s) dropped as stale\n", static_cast<long long>(stale));
+  EXPECT_EQ(acc.at("tasks_created").get<int64_t>(), kSteps * kPrompts + stale) << acc.dump();
   EXPECT_EQ(summary.at("steps").at("rl").get<int64_t>(), kSteps);
   int64_t last_row = -1;
   std::ifstream min(run + "/metrics.jsonl");

@@ -97,7 +97,8 @@ inline std::string log_tail(const std::string& path, size_t bytes = 3000) {
 }
 
 // The [runtime] lines of an async job over `queue_url` in namespace `ns`, with leases long
-// enough that a busy 2-core box never lets one expire and no record old enough to be stale.
+// enough that a busy 2-core box never lets one expire, and max_staleness 8: a run of fewer
+// than 9 steps never drops a record as stale (a longer one may, when the box is busy).
 inline std::string async_runtime_text(const std::string& queue_url, const std::string& ns) {
   return "mode = \"async\"\nqueue_url = \"" + queue_url + "\"\nnamespace = \"" + ns +
          "\"\nlease_seconds = 20\nmax_staleness = 8\ndrain_seconds = 10\ncall_timeout_seconds = 10\n";
