@@ -16,6 +16,6 @@
 
 namespace moerl::cli {
 
-nlohmann::json profile_region(const std::string& trace_path, const std::function<void()>& body, int top = 25);
+nlohmann::json profile_region(const std::string& trace_path, const std::function<void()>& body, int top = 40);
 
 }  // namespace moerl::cli

@@ -1,11 +1,8 @@
 // Finite-difference gradient check of the whole model in double precision: autograd
 // gradients of a scalar loss wrt router, expert, attention, norm and embedding weights
-// against central differences. The MoE block runs through ep::dispatch_autograd /
-// combine_autograd with an identity group that carries any dtype (the loopback transport
-// moves only float32/bf16 payloads).
+// against central differences, on one rank (the EP autograd ops: ep/moe_equivalence_test.cc).
 #include <gtest/gtest.h>
 
-#include "ep/autograd.h"
 #include "model/common/moe.h"
 #include "model/model.h"
 #include "model/test_util.h"
@@ -13,44 +10,12 @@
 namespace moerl::model {
 namespace {
 
-class IdentityGroup final : public ep::Group {
- public:
-  explicit IdentityGroup(int64_t e) : e_(e) {}
-  int rank() const override { return 0; }
-  int world_size() const override { return 1; }
-  int64_t num_experts() const override { return e_; }
-  ep::Layout get_dispatch_layout(const at::Tensor& idx, int64_t num_experts) override {
-    ep::Layout l;
-    l.num_tokens_per_expert = at::bincount(idx.reshape({-1}), {}, num_experts);
-    l.num_tokens_per_rank = at::full({1}, idx.size(0), at::kLong);
-    l.is_token_in_rank = at::ones({idx.size(0), 1}, at::kBool);
-    return l;
-  }
-  ep::Dispatched dispatch(const at::Tensor& x, const at::Tensor& idx, const at::Tensor& w, const ep::Layout&,
-                          const ep::Handle* cached) override {
-    ep::Dispatched d;
-    d.recv_x_NH = x.clone();
-    if (cached == nullptr) {
-      d.recv_topk_idx_NK = idx.clone();
-      d.recv_topk_weights_NK = w.clone();
-    }
-    d.handle.num_tokens = x.size(0);
-    d.handle.num_recv = x.size(0);
-    return d;
-  }
-  at::Tensor combine(const at::Tensor& y, const ep::Handle&) override { return y.clone(); }
-
- private:
-  int64_t e_;
-};
-
 using Probes = std::vector<std::pair<std::string, int64_t>>;
 
 // Autograd vs central differences for entries `probes` of a double model of `cfg`.
 void check_gradients(io::HfConfig cfg, const Probes& probes, int min_checked) {
   ModelOptions opts;
   opts.dtype = at::kDouble;
-  opts.ep_group = std::make_shared<IdentityGroup>(cfg.num_experts);
   Model m = init_random(cfg, 3, opts);
   {
     at::NoGradGuard g;
@@ -181,10 +146,9 @@ TEST(Gradients, Qwen2MoeMatchesCentralDifferencesInDouble) {
                   5);
 }
 
-// The router's combine weights get gradients through dispatch (not only through logits).
-TEST(Gradients, RouterWeightsReceiveGradientThroughDispatch) {
-  ep::Group* unused = nullptr;
-  (void)unused;
+// The router's combine weights get gradients through the experts' weighted sum (not only
+// through logits).
+TEST(Gradients, RouterWeightsReceiveGradientThroughTheCombineWeights) {
   auto group = ep::loopback_group(4);
   at::manual_seed(1);
   at::Tensor x = at::randn({6, 8}).set_requires_grad(true);

@@ -1,8 +1,12 @@
 // MoE block against a naive per-token reference, router semantics, skipped -1 slots.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
+#include "ep/autograd.h"
 #include "model/common/layers.h"
 #include "model/common/moe.h"
+#include "model/common/router.h"
 #include "model/test_util.h"
 
 namespace moerl::model {
@@ -67,6 +71,43 @@ TEST(MoeBlock, NoLocalWorkStaysOnTheGraph) {
     ASSERT_TRUE(x.grad().defined()) << "n=" << n;
     EXPECT_EQ(x.grad().abs().sum().item<float>(), 0.f);
   }
+}
+
+// A one-rank group has nothing to route: moe_forward must not call it (its host-side layout
+// costs a device-to-host copy and a host sync per layer on the GPU), and must give what the
+// loopback group's dispatch and combine give, values, load and gradients.
+TEST(MoeBlock, OneRankRunsTheExpertsWithoutCallingTheGroup) {
+  at::manual_seed(7);
+  const int64_t T = 11, H = 8, E = 6, I = 5, K = 2;
+  MoeWeights w{at::randn({E, H}), random_experts(E, H, I)};
+  const RouterConfig rc{E, K, true};
+  at::Tensor x0 = at::randn({T, H});
+  auto run = [&](ep::Group& g, bool direct) {
+    at::Tensor x = x0.clone().requires_grad_(), router = w.router_EH.clone().requires_grad_();
+    MoeWeights wx{router, w.experts};
+    MoeOutput o;
+    if (direct) {
+      o = moe_forward(wx, x, rc, g);
+    } else {  // the path before: through the loopback group's autograd dispatch and combine
+      o.router_logits_TE = router_logits(wx, x, rc);
+      route(o.router_logits_TE, rc, &o.topk_idx_TK, &o.topk_weight_TK);
+      ep::Layout l = g.get_dispatch_layout(o.topk_idx_TK, E);
+      o.expert_load_E = l.num_tokens_per_expert;
+      ep::Dispatched d = ep::dispatch_autograd(g, x, o.topk_idx_TK, o.topk_weight_TK, l);
+      o.y_TH = ep::combine_autograd(
+          g, run_local_experts(wx.experts, d.recv_x_NH, d.recv_topk_idx_NK, d.recv_topk_weights_NK), d.handle);
+    }
+    (o.y_TH * at::linspace(-1, 1, T * H).view({T, H})).sum().backward();
+    return std::make_tuple(o.y_TH.detach(), o.expert_load_E, x.grad(), router.grad());
+  };
+  testing::ShapeOnlyGroup uncalled(0, 1, E);  // throws if dispatched through
+  auto [y, load, dx, drouter] = run(uncalled, true);
+  auto [y_ref, load_ref, dx_ref, drouter_ref] = run(*ep::loopback_group(E), false);
+  EXPECT_LE(testing::max_abs_diff(y, y_ref), 1e-6);
+  EXPECT_TRUE(at::equal(load, load_ref)) << load << load_ref;
+  EXPECT_EQ(load.sum().item<int64_t>(), T * K);
+  EXPECT_LE(testing::max_abs_diff(dx, dx_ref), 1e-6);
+  EXPECT_LE(testing::max_abs_diff(drouter, drouter_ref), 1e-6);
 }
 
 }  // namespace

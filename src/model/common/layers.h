@@ -17,7 +17,8 @@
 
 namespace moerl::model {
 
-// y = w * x / sqrt(mean(x^2) + eps), the mean taken in at least float32 precision.
+// y = w * x / sqrt(mean(x^2) + eps), the mean taken in at least float32 precision (on CUDA
+// with libtorch >= 2.9, one fused kernel each way: at::rms_norm).
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // One SwiGLU MLP's weights (a dense layer's MLP, a routed or a shared expert).

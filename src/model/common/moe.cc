@@ -66,11 +66,22 @@ MoeOutput moe_forward(const MoeWeights& w, const at::Tensor& x_TH, const RouterC
   MoeOutput o;
   o.router_logits_TE = router_logits(w, x_TH, cfg);
   route(o.router_logits_TE, cfg, &o.topk_idx_TK, &o.topk_weight_TK, w.score_bias_E, forced_topk_idx_TK);
-  ep::Layout layout = group.get_dispatch_layout(o.topk_idx_TK, cfg.num_experts);
-  o.expert_load_E = layout.num_tokens_per_expert;
-  ep::Dispatched d = ep::dispatch_autograd(group, x_TH, o.topk_idx_TK, o.topk_weight_TK, layout);
-  at::Tensor y_NH = run_local_experts(w.experts, d.recv_x_NH, d.recv_topk_idx_NK, d.recv_topk_weights_NK);
-  o.y_TH = ep::combine_autograd(group, y_NH, d.handle);
+  if (group.world_size() == 1) {
+    // Every expert is local: nothing to route. The experts read x as a one-rank dispatch would
+    // hand it over, without its host-side layout of the ids (a device-to-host copy and a host
+    // sync per layer on the GPU); the load is counted on the ids' device.
+    o.y_TH = run_local_experts(w.experts, x_TH, o.topk_idx_TK, o.topk_weight_TK);
+    const at::Tensor ids = o.topk_idx_TK.reshape({-1});
+    o.expert_load_E = at::zeros({cfg.num_experts + 1}, ids.options().dtype(at::kLong))
+                          .scatter_add_(0, ids.add(1), at::ones_like(ids, at::kLong))
+                          .narrow(0, 1, cfg.num_experts);
+  } else {
+    ep::Layout layout = group.get_dispatch_layout(o.topk_idx_TK, cfg.num_experts);
+    o.expert_load_E = layout.num_tokens_per_expert;
+    ep::Dispatched d = ep::dispatch_autograd(group, x_TH, o.topk_idx_TK, o.topk_weight_TK, layout);
+    at::Tensor y_NH = run_local_experts(w.experts, d.recv_x_NH, d.recv_topk_idx_NK, d.recv_topk_weights_NK);
+    o.y_TH = ep::combine_autograd(group, y_NH, d.handle);
+  }
   if (w.shared.defined()) o.y_TH = o.y_TH + shared_expert(w.shared, x_TH);
   return o;
 }

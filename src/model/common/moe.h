@@ -1,8 +1,9 @@
 // Mixture-of-experts block: router (router.h: softmax or sigmoid scores, optional
 // selection bias and expert groups), then tokens travel through an ep::Group (dispatch ->
 // this rank's SwiGLU experts -> combine), differentiably, plus an optional shared expert
-// (shared_expert.h) computed on every rank. On one rank the group is the loopback group;
-// with R ranks this block holds experts [rank*E/R, (rank+1)*E/R).
+// (shared_expert.h) computed on every rank. A group of one rank is not called: the local
+// experts read x as it is (no host-side layout, no host sync); with R ranks this block holds
+// experts [rank*E/R, (rank+1)*E/R).
 //
 // Legend: T tokens (B*T flattened), H hidden, E global experts, K top-k, N received rows.
 //

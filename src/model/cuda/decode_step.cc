@@ -71,7 +71,7 @@ at::Tensor DecodeStep::run() {
   int64_t moe_layer = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const LayerWeights& w = layers_[i];
-    at::Tensor h = norm(x, w.input_norm, eps);
+    at::Tensor h = rms_norm(x, w.input_norm, eps);
     if (w.attention == AttentionKind::kMla) {
       // Absorbed MLA over the whole latent cache under its validity mask (static shapes).
       MlaProjection p = mla_project(w.mla, mla_, h, cos, sin);
@@ -80,7 +80,7 @@ at::Tensor DecodeStep::run() {
     } else {
       x = x + gqa(w, i, h, cos, sin, key_ok);
     }
-    at::Tensor hh = norm(x, w.post_attention_norm, eps).view({B, H});
+    at::Tensor hh = rms_norm(x, w.post_attention_norm, eps).view({B, H});
     at::Tensor y;
     if (w.is_moe) {
       at::Tensor logits = router_logits(w.moe, hh, rc), idx, wt;
@@ -93,7 +93,7 @@ at::Tensor DecodeStep::run() {
     }
     x = x + y.view({B, 1, H});
   }
-  return at::linear(norm(x, norm_, eps), head_).to(at::kFloat).view({B, -1});
+  return at::linear(rms_norm(x, norm_, eps), head_).to(at::kFloat).view({B, -1});
 }
 
 // One GQA attention step: q/k/v of the new token, written at slot_B, attended over the cache.
@@ -108,8 +108,8 @@ at::Tensor DecodeStep::gqa(const LayerWeights& w, size_t i, const at::Tensor& h,
   at::Tensor q = qkv.narrow(-1, 0, Hq * D).view({B, 1, Hq, D});
   at::Tensor k = qkv.narrow(-1, Hq * D, Hkv * D).view({B, 1, Hkv, D});
   at::Tensor v = qkv.narrow(-1, (Hq + Hkv) * D, Hkv * D).view({B, 1, Hkv, D});
-  if (w.attn.q_norm.defined()) q = norm(q, w.attn.q_norm, eps);
-  if (w.attn.k_norm.defined()) k = norm(k, w.attn.k_norm, eps);
+  if (w.attn.q_norm.defined()) q = rms_norm(q, w.attn.q_norm, eps);
+  if (w.attn.k_norm.defined()) k = rms_norm(k, w.attn.k_norm, eps);
   q = apply_rope(q.transpose(1, 2), cos, sin);  // [B,Hq,1,D]
   k = apply_rope(k.transpose(1, 2), cos, sin);  // [B,Hkv,1,D]
   KvCache::write_slots(cache_.k[i], 2, slot_B, k);

@@ -37,10 +37,6 @@ class DecodeStep {
   static at::Tensor lin(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
   }
-  // libtorch's fused CUDA RMSNorm (one kernel; fp32 statistics like model::rms_norm).
-  static at::Tensor norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-    return at::rms_norm(x, {x.size(-1)}, w, eps);
-  }
   Model& m_;
   KvCache& cache_;
   std::vector<LayerWeights> layers_;

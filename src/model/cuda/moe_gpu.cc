@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/error.h"
 #include "ep/cuda/ops.h"
+#include "model/common/expert_grad.h"
 #include "model/common/expert_pack.h"
 #include "model/cuda/swiglu.h"
 
@@ -194,7 +195,11 @@ std::vector<StackCache>& caches() {
 }  // namespace
 
 std::pair<at::Tensor, at::Tensor> expert_stacks(const std::vector<ExpertWeights>& experts) {
-  if (at::GradMode::is_enabled()) return stack_experts(experts);  // grads reach the per-expert leaves
+  if (at::GradMode::is_enabled()) {
+    // Packed experts: the parameters' own storage, grads added into one packed buffer.
+    if (PackedExperts p = packed_for_grad(experts); p.w13_E2IH.defined()) return {p.w13_E2IH, p.w2_EHI};
+    return stack_experts(experts);  // loose experts: a differentiable stack
+  }
   if (PackedExperts p = packed_view(experts); p.w13_E2IH.defined()) return {p.w13_E2IH, p.w2_EHI};
   std::vector<const void*> ptrs;
   std::vector<int64_t> versions;

@@ -49,10 +49,11 @@ struct MoeBlockWeights {
 // reaches grouped_experts through the install_cuda_experts hook and adds the shared expert.
 MoeOutput moe_block(const MoeBlockWeights& w, const at::Tensor& x_TH, const RouterConfig& cfg);
 
-// The (w13, w2) grouped_experts reads for one layer's experts: in grad mode a differentiable
-// stack (gradients reach the per-expert leaves); otherwise the packed tensors when the
-// experts are held packed (model/common/expert_pack.h), else a stacked copy cached by tensor
-// and version (an in-place update restacks).
+// The (w13, w2) grouped_experts reads for one layer's experts: the packed tensors when the
+// experts are held packed (model/common/expert_pack.h; in grad mode differentiable, their
+// gradients added into one packed buffer the per-expert grads alias: expert_grad.h); else in
+// grad mode a differentiable stack, otherwise a stacked copy cached by tensor and version
+// (an in-place update restacks).
 std::pair<at::Tensor, at::Tensor> expert_stacks(const std::vector<ExpertWeights>& experts);
 
 // Registers grouped_experts as model::run_local_experts' path for CUDA bf16 inputs.
