@@ -118,6 +118,9 @@ TEST(ExpertGrad, LooseOrFrozenExpertsAreLeftToTheCaller) {
   PackedExperts p = packed_for_grad(frozen);
   ASSERT_TRUE(p.w13_E2IH.defined());
   EXPECT_FALSE(p.w13_E2IH.requires_grad());
+  std::vector<ExpertWeights> partly = packed_leaves(6);
+  partly[1].up_IH.requires_grad_(false);  // one frozen tensor: left to the caller's stack
+  EXPECT_FALSE(packed_for_grad(partly).w13_E2IH.defined());
 }
 
 }  // namespace

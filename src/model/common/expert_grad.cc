@@ -79,14 +79,15 @@ PackedExperts packed_for_grad(const std::vector<ExpertWeights>& experts) {
   PackedExperts p = packed_view(experts);
   if (!p.w13_E2IH.defined()) return p;
   variable_list leaves;
-  bool any_grad = false;
+  size_t trained = 0;
   for (const ExpertWeights& e : experts) {
     for (const at::Tensor* t : {&e.gate_IH, &e.up_IH, &e.down_HI}) {
       leaves.push_back(*t);
-      any_grad = any_grad || t->requires_grad();
+      trained += t->requires_grad() ? 1 : 0;
     }
   }
-  if (!any_grad || !at::GradMode::is_enabled()) return p;
+  if (trained == 0 || !at::GradMode::is_enabled()) return p;
+  if (trained != leaves.size()) return {};  // some frozen: the caller's stack gives each its own grad
   variable_list out = PackedGradFn::apply(at::TensorList(leaves));  // a TensorList: each tensor an input
   return {out[0], out[1]};
 }

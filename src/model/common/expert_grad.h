@@ -17,8 +17,8 @@
 
 namespace moerl::model {
 
-// Undefined tensors when the experts are not views of one packed layout, or none of their
-// tensors requires grad (then: packed_view(experts)).
+// Undefined tensors when the experts are not views of one packed layout, or only some of
+// their tensors require grad; packed_view(experts) when none does or grad mode is off.
 PackedExperts packed_for_grad(const std::vector<ExpertWeights>& experts);
 
 }  // namespace moerl::model
