@@ -18,45 +18,26 @@ std::vector<ExpertWeights> regroup(at::TensorList flat) {
   return out;
 }
 
-// A tensor aliasing `base`'s storage at `offset` elements, shaped like `like`, that is not an
-// autograd view (so the optimizer may detach_ it in place).
-at::Tensor alias(const at::Tensor& base, int64_t offset, const at::Tensor& like) {
-  at::Tensor t = at::empty({0}, base.options());
-  t.set_(base.storage(), base.storage_offset() + offset, like.sizes(), like.strides());
-  return t;
-}
-
 // The leaves' packed gradient buffers: the ones their grads already alias, else new ones
-// holding whatever the grads held (zeros where undefined), which the grads then alias.
-PackedExperts grad_buffers(variable_list& leaves) {
-  std::vector<ExpertWeights> grads;
-  for (size_t i = 0; i + 2 < leaves.size(); i += 3) {
-    grads.push_back({leaves[i].grad(), leaves[i + 1].grad(), leaves[i + 2].grad()});
-  }
-  PackedExperts g = packed_view(grads);
-  if (g.w13_E2IH.defined()) return g;
+// (pack_experts' layout) holding whatever the grads held, zeros where undefined, which the
+// grads then alias as plain tensors (detached: the optimizer may detach_ them in place).
+PackedExperts grad_buffers(const variable_list& leaves) {
+  variable_list grads;
+  for (const at::Tensor& l : leaves) grads.push_back(l.grad());
+  if (PackedExperts g = packed_view(regroup(grads)); g.w13_E2IH.defined()) return g;
   at::NoGradGuard no_grad;
-  const at::Tensor& g0 = leaves[0];
-  const int64_t E = static_cast<int64_t>(grads.size()), I = g0.size(0), H = g0.size(1);
-  g.w13_E2IH = at::zeros({E, 2 * I, H}, g0.options().requires_grad(false));
-  g.w2_EHI = at::zeros({E, H, I}, g0.options().requires_grad(false));
-  for (int64_t e = 0; e < E; ++e) {
-    at::Tensor* leaf = &leaves[static_cast<size_t>(3 * e)];
-    const int64_t offsets[3] = {e * 2 * I * H, e * 2 * I * H + I * H, e * H * I};
-    for (int j = 0; j < 3; ++j) {
-      const at::Tensor& base = j < 2 ? g.w13_E2IH : g.w2_EHI;
-      at::Tensor a = alias(base, offsets[j], leaf[j]);
-      if (leaf[j].grad().defined()) a.copy_(leaf[j].grad());
-      leaf[j].mutable_grad() = a;
-    }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) grads[i] = at::zeros_like(leaves[i], leaves[i].options().requires_grad(false));
   }
-  return g;
+  variable_list views;
+  for (const ExpertWeights& v : pack_experts(regroup(grads))) views.insert(views.end(), {v.gate_IH, v.up_IH, v.down_HI});
+  for (size_t i = 0; i < leaves.size(); ++i) leaves[i].mutable_grad() = views[i].detach();
+  return packed_view(regroup(views));
 }
 
 struct PackedGradFn : torch::autograd::Function<PackedGradFn> {
   static variable_list forward(AutogradContext* ctx, at::TensorList leaves) {
     PackedExperts p = packed_view(regroup(leaves));
-    ctx->saved_data["n"] = static_cast<int64_t>(leaves.size());
     // The leaves themselves, to find their grads in backward; not saved tensors (no version
     // check: the optimizer updates them in place after the backward).
     ctx->saved_data["leaves"] = c10::List<at::Tensor>(std::vector<at::Tensor>(leaves.begin(), leaves.end()));
@@ -64,7 +45,7 @@ struct PackedGradFn : torch::autograd::Function<PackedGradFn> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     c10::List<at::Tensor> list = ctx->saved_data["leaves"].toTensorList();
-    variable_list leaves = list.vec();
+    const variable_list leaves = list.vec();
     PackedExperts buf = grad_buffers(leaves);
     at::NoGradGuard no_grad;
     if (g[0].defined()) buf.w13_E2IH.add_(g[0]);
