@@ -20,10 +20,6 @@ constexpr char kPrefix[] = "moerl-";
 constexpr char kLock[] = ".lock";
 constexpr char kHalfMade[] = ".lock-new";
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // True when nobody holds `path`'s lock (and we now do, until fd is closed).
 bool take_if_free(const std::string& path, int* fd) {
   *fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -58,7 +54,7 @@ int sweep_stale_regions(const std::string& dir) {
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.rfind(kPrefix, 0) != 0) continue;
-    const bool lock = ends_with(name, kLock), half = ends_with(name, kHalfMade);
+    const bool lock = name.ends_with(kLock), half = name.ends_with(kHalfMade);
     if (!lock && !half) continue;
     const std::string path = dir + "/" + name;
     // A half-made lock may be a live process's between its open and its flock: only old ones.
