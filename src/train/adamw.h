@@ -9,6 +9,11 @@
 //   loss.backward(); double norm = opt.clip_grad_norm(1.0); opt.step(lr); opt.zero_grad();
 // Not thread-safe. Parameters must outlive the optimizer (tensors share storage). The
 // gradient norm is summed on the device and read back once (not once per parameter).
+// Parameters that sit back to back in memory (a MoE layer's packed experts: 384 tensors at
+// the Qwen3-30B-A3B shape) get their state allocated the same way, and while their gradients
+// are packed alike (model/common/expert_grad.h) every pass over them is one kernel on the run
+// (train/tensor_runs.h), chunked to bound the float32 temporaries; the arithmetic per element
+// is the same as per tensor.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,6 +21,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "train/tensor_runs.h"
 
 namespace moerl::train {
 
@@ -49,7 +56,18 @@ class AdamW {
   void load_state(const std::map<std::string, at::Tensor>& state);
 
  private:
+  // Parameters laid out back to back, with their state laid out the same way.
+  struct Run {
+    TensorRun params;                        // members index list_
+    at::Tensor exp_avg, exp_avg_sq, master;  // 1-D float32 over the run (master: low precision)
+  };
+  std::vector<at::Tensor> grads() const;  // list_'s gradients (undefined where none)
+
   std::map<std::string, at::Tensor> params_;
+  std::vector<std::string> names_;  // params_'s keys in order
+  std::vector<at::Tensor> list_;    // params_'s values in that order
+  std::vector<Run> runs_;
+  // Per parameter, views of the runs' state (what state() names and load_state fills).
   std::map<std::string, at::Tensor> exp_avg_;
   std::map<std::string, at::Tensor> exp_avg_sq_;
   std::map<std::string, at::Tensor> master_;  // float32 copies of low-precision parameters

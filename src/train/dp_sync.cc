@@ -6,6 +6,7 @@
 
 #include "model/expert_names.h"
 #include "train/adamw.h"
+#include "train/tensor_runs.h"
 
 namespace moerl::train {
 
@@ -49,17 +50,19 @@ double DataParallel::sync_gradients(const std::map<std::string, at::Tensor>& par
       at::Tensor& g = const_cast<at::Tensor&>(*dense[i]).mutable_grad();
       g.copy_(buf.narrow(0, off, g.numel()).view(g.sizes()));
       off += g.numel();
-      sqs.push_back(g.to(at::kDouble).pow(2).sum());
+      sqs.push_back(sum_of_squares(g));
     }
     dense_sq = sum_on_host(sqs);
   }
   // Experts: every rank's tokens already contributed through combine/dispatch backward.
-  std::vector<at::Tensor> expert_sqs;
+  std::vector<at::Tensor> expert_grads;
   for (const auto& [name, p] : params) {
-    if (!model::is_routed_expert(name) || !p.grad().defined()) continue;
-    at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
-    g.mul_(inv_r);
-    expert_sqs.push_back(g.to(at::kDouble).pow(2).sum());
+    if (model::is_routed_expert(name)) expert_grads.push_back(p.grad());
+  }
+  std::vector<at::Tensor> expert_sqs;
+  for (const TensorRun& r : contiguous_runs(expert_grads)) {  // a layer's packed experts: one run
+    r.flat.mul_(inv_r);
+    expert_sqs.push_back(sum_of_squares(r.flat));
   }
   at::Tensor expert_sq =
       expert_sqs.empty() ? at::zeros({1}, at::kDouble) : at::stack(expert_sqs).to(at::kCPU).sum().reshape({1});
@@ -67,9 +70,9 @@ double DataParallel::sync_gradients(const std::map<std::string, at::Tensor>& par
   double norm = std::sqrt(dense_sq + expert_sq.item<double>());
   if (max_norm > 0 && norm > max_norm) {  // NOTE: same formula as AdamW::clip_grad_norm
     double scale = max_norm / (norm + 1e-6);
-    for (const auto& [name, p] : params) {
-      if (p.grad().defined()) const_cast<at::Tensor&>(p).mutable_grad().mul_(scale);
-    }
+    std::vector<at::Tensor> grads;
+    for (const auto& [name, p] : params) grads.push_back(p.grad());
+    for (const TensorRun& r : contiguous_runs(grads)) r.flat.mul_(scale);
   }
   return norm;
 }
