@@ -6,6 +6,7 @@
 
 #include "bench_util.h"
 #include "ep/cuda/ops.h"
+#include "model/cuda/expert_gemm.h"
 #include "model/cuda/moe_gpu.h"
 
 using namespace moerl;
@@ -59,6 +60,52 @@ int main(int argc, char** argv) {
       });
       j.set("grouped_mm_fwd_ms_T" + t, ms);
       j.set("grouped_mm_fwd_tflops_T" + t, 6.0 * T * K * H * I / ms / 1e9);
+    }
+  }
+  {  // Decode shapes: T tokens of a decode step (T*K rows, ~T*K/E per expert under uniform
+     // routing). The expert products read every touched expert's weights once, so they are
+     // timed against the copy rate: bytes = touched experts' weights + rows in + rows out.
+     // Both paths side by side: at::_grouped_mm (+ the SwiGLU kernel) and expert_gemm.
+    at::NoGradGuard ng;
+    at::Tensor w13 = at::randn({E, 2 * I, H}, bf) * 0.02, w2 = at::randn({E, H, I}, bf) * 0.02;
+    at::Tensor router = at::randn({E, H}, bf) * 0.02;
+    model::RouterConfig rc{E, K, true};
+    cudaStream_t st = c10::cuda::getCurrentCUDAStream().stream();
+    for (int64_t T : {64, 128, 256, 384}) {
+      const std::string t = std::to_string(T);
+      auto s = model::cuda::sort_by_expert(at::randint(0, E, {T, K}, bf.dtype(at::kLong)), E);
+      at::Tensor load = s.offs.to(at::kLong).diff(1, 0, at::zeros({1}, s.offs.options().dtype(at::kLong)));
+      const int64_t touched = (load > 0).sum().item<int64_t>();
+      at::Tensor x = at::randn({T, H}, bf), xp = at::randn({T * K, H}, bf), hp = at::randn({T * K, I}, bf);
+      at::Tensor h = at::empty({T * K, I}, bf), y = at::empty({T * K, H}, bf);
+      const double b13 = 2.0 * touched * 2 * I * H + 2.0 * T * K * (H + I);  // gate/up + SwiGLU out
+      const double b2 = 2.0 * touched * H * I + 2.0 * T * K * (I + H);
+      const double copy = j.v["copy_gbps"];
+      double ms = median_ms([&] { model::cuda::swiglu(model::cuda::grouped_linear(xp, w13, s.offs)); }, 3, 30);
+      j.set("decode_w13_swiglu_grouped_mm_pct_of_copy_T" + t, 100.0 * b13 / ms / 1e6 / copy);
+      const double ms13 = ms;
+      ms = median_ms([&] {
+        model::cuda::expert_gemm(x.data_ptr(), s.src_token.data_ptr<int64_t>(), w13.data_ptr(),
+                                 s.offs.data_ptr<int32_t>(), E, I, H, true, h.data_ptr(), st);
+      }, 3, 30);
+      j.set("decode_w13_swiglu_expert_gemm_pct_of_copy_T" + t, 100.0 * b13 / ms / 1e6 / copy);
+      j.set("decode_w13_expert_gemm_speedup_T" + t, ms13 / ms);
+      ms = median_ms([&] { model::cuda::grouped_linear(hp, w2, s.offs); }, 3, 30);
+      j.set("decode_w2_grouped_mm_pct_of_copy_T" + t, 100.0 * b2 / ms / 1e6 / copy);
+      const double ms2 = ms;
+      ms = median_ms([&] {
+        model::cuda::expert_gemm(hp.data_ptr(), nullptr, w2.data_ptr(), s.offs.data_ptr<int32_t>(), E, H, I, false,
+                                 y.data_ptr(), st);
+      }, 3, 30);
+      j.set("decode_w2_expert_gemm_pct_of_copy_T" + t, 100.0 * b2 / ms / 1e6 / copy);
+      j.set("decode_w2_expert_gemm_speedup_T" + t, ms2 / ms);
+      for (bool small : {false, true}) {
+        model::cuda::use_expert_gemm(small);
+        ms = median_ms([&] { model::cuda::moe_block({router, w13, w2}, x, rc); }, 3, 30);
+        const std::string k = small ? "expert_gemm" : "grouped_mm";
+        j.set("decode_moe_block_" + k + "_ms_T" + t, ms);
+        j.set("decode_moe_block_" + k + "_pct_of_copy_T" + t, 100.0 * (b13 + b2) / ms / 1e6 / copy);
+      }
     }
   }
   {  // EP kernels at the large size: T=16384 tokens, K=8, H=2048 bf16 (512 MiB of rows)

@@ -72,6 +72,7 @@ int run_bench_gen(Args& a) {
         "usage: moerl bench gen --config CONFIG.json [--layers N] [--batch 64,128,256] [--prompt 64]\n"
         "                       [--new-tokens 64] [--device cpu|cuda] [--seed 7] [--group G]\n"
         "                       [--profile TRACE.json] [--baseline 'python3 dev/gpu/hf_generate.py']\n"
+        "                       [--compare-experts]\n"
         "Decode speed of the geometry CONFIG.json describes (a Hugging Face config.json; --layers keeps the\n"
         "first N layers), random weights drawn on the device (bf16 on cuda, float32 on cpu), temperature 1.\n"
         "Per batch: decode ms per step ((time of 8 + new-tokens tokens - time of 8) / new-tokens), new\n"
@@ -83,7 +84,9 @@ int run_bench_gen(Args& a) {
         "profiler, writes its Chrome trace to TRACE.json and adds the GPU kernels that took the most time\n"
         "to the JSON. --baseline CMD first runs CMD with --config, --layers, --batch, --prompt and --new-tokens\n"
         "appended (dev/gpu/hf_generate.py: transformers' generate on the same device) and adds its tokens/s\n"
-        "and our speed-up to each row. Presets: examples/bench/*.json.\n");
+        "and our speed-up to each row. --compare-experts (cuda) also times each batch with the experts through\n"
+        "at::_grouped_mm instead of the decode kernel (model/cuda/expert_gemm.h) and prints the ratio.\n"
+        "Presets: examples/bench/*.json.\n");
     return 0;
   }
   const std::string path = a.required("--config");
@@ -96,6 +99,7 @@ int run_bench_gen(Args& a) {
   const std::optional<std::string> profile = a.value("--profile");
   const std::optional<std::string> baseline_cmd = a.value("--baseline");
   const std::string batch_list = a.value("--batch").value_or("64,128,256");
+  const bool compare_experts = a.flag("--compare-experts");
   a.finish();
   const std::vector<int64_t> batches = int_list(batch_list, "--batch");
   for (int64_t B : batches) {
@@ -114,6 +118,10 @@ int run_bench_gen(Args& a) {
   c.num_hidden_layers = layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, P + warm + N);
   const at::Device device = job::open_device(dev, "bench gen: --device");
+  if (compare_experts && !(device.is_cuda() && job::use_expert_gemm(true))) {
+    throw Error("bench gen: --compare-experts needs --device cuda (a CUDA build)",
+                "drop the flag on the cpu", ErrorCode::kInvalidInput);
+  }
   const nlohmann::json baseline =
       baseline_cmd ? run_baseline(*baseline_cmd, path, layers, batch_list, P, N) : nlohmann::json();
   const at::ScalarType dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
@@ -142,9 +150,15 @@ int run_bench_gen(Args& a) {
       model::generate(m, prompts, g);  // returns host tokens: the device is done
       return seconds_since(t0);
     };
-    timed(warm);  // warm-up: weight stacks, CUDA graphs, the allocator
-    const double t_short = timed(warm), t_long = timed(warm + N);
-    const double step_s = std::max(1e-9, (t_long - t_short) / static_cast<double>(N));
+    // Seconds per decode step; the runs of warm and warm + N tokens into *short_s, *long_s.
+    auto step_time = [&](double* short_s, double* long_s) {
+      timed(warm);  // warm-up: weight stacks, CUDA graphs, the allocator
+      *short_s = timed(warm);
+      *long_s = timed(warm + N);
+      return std::max(1e-9, (*long_s - *short_s) / static_cast<double>(N));
+    };
+    double t_short = 0, t_long = 0;
+    const double step_s = step_time(&t_short, &t_long);
     const double E = static_cast<double>(c.num_experts), K = static_cast<double>(c.num_experts_per_tok);
     const double touched = E > 0 ? 1 - std::pow(1 - K / E, static_cast<double>(B)) : 1;
     double kv_bytes = 0;
@@ -159,6 +173,15 @@ int run_bench_gen(Args& a) {
                     {"GB_read_per_step", step_bytes / 1e9},
                     {"roofline_fraction", step_bytes / step_s / rate},
                     {"prefill_and_8_tokens_s", t_short}});
+    if (compare_experts) {  // the baseline kernel in the same run, then back to the default
+      job::use_expert_gemm(false);
+      double base_short = 0, base_long = 0;
+      const double base_s = step_time(&base_short, &base_long);
+      job::use_expert_gemm(true);
+      rows.back()["grouped_mm_decode_ms_per_step"] = 1e3 * base_s;
+      rows.back()["grouped_mm_roofline_fraction"] = step_bytes / base_s / rate;
+      rows.back()["expert_gemm_speedup"] = base_s / step_s;
+    }
     if (G > 1) {  // the same batch with every sample prefilled, for the ratio
       const double each_short = timed(warm, false), each_long = timed(warm + N, false);
       const double tokens = static_cast<double>(B * (warm + N));

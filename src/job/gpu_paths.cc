@@ -68,6 +68,16 @@ void enable_gpu_paths_for(const JobConfig& cfg) {
   if (cfg.model.device != "cpu" || cfg.ep_backend == "cuda_ipc" || cfg.ep_backend == "nccl") enable_gpu_paths();
 }
 
+bool use_expert_gemm(bool on) {
+#ifdef MOERL_WITH_CUDA
+  model::cuda::use_expert_gemm(on);
+  return true;
+#else
+  (void)on;
+  return false;
+#endif
+}
+
 int64_t gpu_peak_allocated_bytes() {
 #ifdef MOERL_WITH_CUDA
   if (!at::hasCUDA()) return -1;

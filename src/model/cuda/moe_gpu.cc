@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <string>
 
 #include "base/check.h"
@@ -13,6 +14,7 @@
 #include "ep/cuda/ops.h"
 #include "model/common/expert_grad.h"
 #include "model/common/expert_pack.h"
+#include "model/cuda/expert_gemm.h"
 #include "model/cuda/swiglu.h"
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
@@ -97,6 +99,24 @@ void need_cuda(const at::Tensor& t, const char* name) {
 
 bool has_grouped_mm() { return MOERL_HAS_GROUPED_MM; }
 
+namespace {
+std::atomic<bool> g_expert_gemm{true};
+
+// grouped_experts' choice of expert_gemm: no autograd, bf16 contiguous weights of sizes it
+// takes, and at most kExpertGemmMaxMeanRows rows per expert on average (decode batches).
+bool decode_sized(const at::Tensor& x, const at::Tensor& idx, const at::Tensor& w13, const at::Tensor& w2) {
+  const int64_t E = w13.size(0), H = x.size(1), I = w2.size(2);
+  return g_expert_gemm.load(std::memory_order_relaxed) && !at::GradMode::is_enabled() &&
+         x.scalar_type() == at::kBFloat16 && w13.scalar_type() == at::kBFloat16 &&
+         w2.scalar_type() == at::kBFloat16 && w13.is_contiguous() && w2.is_contiguous() &&
+         reinterpret_cast<uintptr_t>(w13.data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(w2.data_ptr()) % 16 == 0 &&
+         idx.numel() <= kExpertGemmMaxMeanRows * E && expert_gemm_fits(I, H, true) && expert_gemm_fits(H, I, false);
+}
+}  // namespace
+
+void use_expert_gemm(bool on) { g_expert_gemm.store(on, std::memory_order_relaxed); }
+bool expert_gemm_in_use() { return g_expert_gemm.load(std::memory_order_relaxed); }
+
 ExpertSort sort_by_expert(const at::Tensor& topk_idx_TK, int64_t num_experts) {
   need_cuda(topk_idx_TK, "topk_idx");
   const int64_t T = topk_idx_TK.size(0), K = topk_idx_TK.size(1), M = T * K;
@@ -151,6 +171,20 @@ at::Tensor grouped_experts(const at::Tensor& x_NH, const at::Tensor& topk_idx_NK
   if (x_NH.size(0) == 0) return at::zeros_like(x_NH);
   ExpertSort s = sort_by_expert(topk_idx_NK, E);
   at::Tensor w = topk_w_NK.to(at::kFloat).masked_fill(topk_idx_NK.lt(0), 0.f);
+  if (decode_sized(x_NH, topk_idx_NK, w13_E2IH, w2_EHI)) {
+    // Few rows per expert, no autograd: expert_gemm reads the tokens in place and fuses SwiGLU.
+    const int64_t M = topk_idx_NK.numel(), H = x_NH.size(1), I = w2_EHI.size(2);
+    at::Tensor x = x_NH.contiguous();
+    if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) x = x.clone();  // a view at an odd offset
+    at::Tensor h = at::empty({M, I}, x.options()), yp = at::empty({M, H}, x.options());
+    check_launch(expert_gemm(x.data_ptr(), s.src_token.data_ptr<int64_t>(), w13_E2IH.data_ptr(),
+                             s.offs.data_ptr<int32_t>(), E, I, H, /*swiglu=*/true, h.data_ptr(), stream()),
+                 "expert gemm (gate/up)");
+    check_launch(expert_gemm(h.data_ptr(), nullptr, w2_EHI.data_ptr(), s.offs.data_ptr<int32_t>(), E, H, I,
+                             /*swiglu=*/false, yp.data_ptr(), stream()),
+                 "expert gemm (down)");
+    return ep::cuda::weighted_combine(yp, s.pos_TK, w);
+  }
   at::Tensor xp = PermuteFn::apply(x_NH.contiguous(), s.src_token, s.pos_TK);
   at::Tensor gu = grouped_linear(xp, w13_E2IH, s.offs);
   at::Tensor h = swiglu(gu);
