@@ -136,7 +136,78 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
   }
 }
 
+// One CTA of kPlanThreads: rows per expert counted with shared-memory atomics, a block scan
+// for the group ends, then each entry's row. Rows within a group come in the atomics' order;
+// expert_gemm computes every row on its own and weighted_combine sums a token's entries in k
+// order, so the products do not depend on that order.
+constexpr int kPlanThreads = 1024;
+
+template <class W>
+__global__ void __launch_bounds__(kPlanThreads)
+    plan_kernel(const int64_t* __restrict__ idx, const W* __restrict__ w_in, int64_t m, int k, int experts,
+                int32_t* __restrict__ offs, int64_t* __restrict__ src, int64_t* __restrict__ pos,
+                float* __restrict__ w_out) {
+  __shared__ int count[kPlanThreads], start[kPlanThreads], warp_sum[kPlanThreads / 32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  count[tid] = 0;
+  __syncthreads();
+  for (int64_t i = tid; i < m; i += kPlanThreads) {  // pos holds the slot inside the group for now
+    const int64_t e = idx[i];
+    pos[i] = e >= 0 && e < experts ? atomicAdd(&count[e], 1) : -1;
+  }
+  __syncthreads();
+  int v = count[tid];  // inclusive scan over the experts: in each warp, then over the warps
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += n;
+  }
+  if (lane == 31) warp_sum[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    int s = warp_sum[lane];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) s += n;
+    }
+    warp_sum[lane] = s;
+  }
+  __syncthreads();
+  if (warp > 0) v += warp_sum[warp - 1];
+  start[tid] = v - count[tid];
+  if (tid < experts) offs[tid] = v;
+  __syncthreads();
+  for (int64_t i = tid; i < m; i += kPlanThreads) {
+    const int64_t slot = pos[i];
+    if (slot < 0) {
+      pos[i] = -1;
+      w_out[i] = 0.f;
+      continue;
+    }
+    const int64_t row = start[idx[i]] + slot;
+    pos[i] = row;
+    src[row] = i / k;
+    w_out[i] = static_cast<float>(w_in[i]);
+  }
+}
+
 }  // namespace
+
+cudaError_t expert_plan(const int64_t* idx, const void* weight, bool weight_bf16, int64_t tokens, int64_t k,
+                        int64_t experts, int32_t* offs, int64_t* src_token, int64_t* pos, float* weight_f32,
+                        cudaStream_t stream) {
+  if (experts < 1 || experts > kExpertPlanMaxExperts || k < 1 || tokens < 0) return cudaErrorInvalidValue;
+  const int64_t m = tokens * k;
+  if (weight_bf16) {
+    plan_kernel<<<1, kPlanThreads, 0, stream>>>(idx, static_cast<const __nv_bfloat16*>(weight), m, static_cast<int>(k),
+                                                static_cast<int>(experts), offs, src_token, pos, weight_f32);
+  } else {
+    plan_kernel<<<1, kPlanThreads, 0, stream>>>(idx, static_cast<const float*>(weight), m, static_cast<int>(k),
+                                                static_cast<int>(experts), offs, src_token, pos, weight_f32);
+  }
+  return cudaGetLastError();
+}
 
 bool expert_gemm_fits(int64_t n_out, int64_t k, bool swiglu) {
   return k > 0 && k % kKStep == 0 && n_out > 0 && n_out % (swiglu ? 8 * kTiles / 2 : 8 * kTiles) == 0;

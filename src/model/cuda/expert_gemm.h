@@ -13,6 +13,7 @@
 // at::_grouped_mm). Each output row depends only on its own input row, so results do not
 // depend on the batch.
 //
+//   expert_plan(idx, w, true, T, K, E, offs, src_token, pos, w_f32, stream);
 //   if (expert_gemm_fits(I, H, true))
 //     expert_gemm(x, src_token, w13, offs, E, I, H, /*swiglu=*/true, h, stream);   // h [M,I]
 //   expert_gemm(h, nullptr, w2, offs, E, H, I, false, y, stream);                  // y [M,H]
@@ -28,6 +29,17 @@
 #include <cstdint>
 
 namespace moerl::model::cuda {
+
+// The rows plan of the decode path in one launch (in place of sort_by_expert's sort and the
+// weight casts): from idx int64 [T,K] (-1 or ids outside [0, E): dropped) and the gate weights
+// (bf16 or float32 [T,K]), offs int32 [E] (group ends), src_token int64 [M] (source token of
+// each row; rows past offs[E-1] unset), pos int64 [T,K] (row of each entry, -1 if dropped),
+// weight_f32 [T,K] (0 if dropped). E at most kExpertPlanMaxExperts. Rows inside a group are
+// in no set order.
+constexpr int64_t kExpertPlanMaxExperts = 1024;
+cudaError_t expert_plan(const int64_t* idx, const void* weight, bool weight_bf16, int64_t tokens, int64_t k,
+                        int64_t experts, int32_t* offs, int64_t* src_token, int64_t* pos, float* weight_f32,
+                        cudaStream_t stream);
 
 // Whether expert_gemm takes these sizes: k a multiple of 64, n_out of 32 (16 with swiglu).
 bool expert_gemm_fits(int64_t n_out, int64_t k, bool swiglu);

@@ -110,8 +110,36 @@ bool decode_sized(const at::Tensor& x, const at::Tensor& idx, const at::Tensor& 
          x.scalar_type() == at::kBFloat16 && w13.scalar_type() == at::kBFloat16 &&
          w2.scalar_type() == at::kBFloat16 && w13.is_contiguous() && w2.is_contiguous() &&
          reinterpret_cast<uintptr_t>(w13.data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(w2.data_ptr()) % 16 == 0 &&
-         idx.numel() <= kExpertGemmMaxMeanRows * E && expert_gemm_fits(I, H, true) && expert_gemm_fits(H, I, false);
+         E <= kExpertPlanMaxExperts && idx.numel() <= kExpertGemmMaxMeanRows * E && expert_gemm_fits(I, H, true) && expert_gemm_fits(H, I, false);
 }
+
+// grouped_experts at decode sizes: one launch plans the rows, expert_gemm reads the tokens in
+// place with SwiGLU fused, weighted_combine sums each token's entries.
+at::Tensor decode_experts(const at::Tensor& x_NH, const at::Tensor& idx_NK, const at::Tensor& w_NK,
+                          const at::Tensor& w13, const at::Tensor& w2) {
+  const int64_t T = idx_NK.size(0), K = idx_NK.size(1), M = T * K, E = w13.size(0), H = x_NH.size(1),
+                I = w2.size(2);
+  at::Tensor x = x_NH.contiguous();
+  if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) x = x.clone();  // a view at an odd offset
+  const at::Tensor idx = idx_NK.to(at::kLong).contiguous();
+  const bool bf16 = w_NK.scalar_type() == at::kBFloat16;
+  const at::Tensor gate = bf16 ? w_NK.contiguous() : w_NK.to(at::kFloat).contiguous();
+  auto lopt = idx.options();
+  at::Tensor offs = at::empty({E}, lopt.dtype(at::kInt)), src = at::empty({M}, lopt), pos = at::empty({T, K}, lopt);
+  at::Tensor wf = at::empty({T, K}, lopt.dtype(at::kFloat));
+  check_launch(expert_plan(idx.data_ptr<int64_t>(), gate.data_ptr(), bf16, T, K, E, offs.data_ptr<int32_t>(),
+                           src.data_ptr<int64_t>(), pos.data_ptr<int64_t>(), wf.data_ptr<float>(), stream()),
+               "expert plan");
+  at::Tensor h = at::empty({M, I}, x.options()), yp = at::empty({M, H}, x.options());
+  check_launch(expert_gemm(x.data_ptr(), src.data_ptr<int64_t>(), w13.data_ptr(), offs.data_ptr<int32_t>(), E, I, H,
+                           /*swiglu=*/true, h.data_ptr(), stream()),
+               "expert gemm (gate/up)");
+  check_launch(expert_gemm(h.data_ptr(), nullptr, w2.data_ptr(), offs.data_ptr<int32_t>(), E, H, I,
+                           /*swiglu=*/false, yp.data_ptr(), stream()),
+               "expert gemm (down)");
+  return ep::cuda::weighted_combine(yp, pos, wf);
+}
+
 }  // namespace
 
 void use_expert_gemm(bool on) { g_expert_gemm.store(on, std::memory_order_relaxed); }
@@ -169,22 +197,9 @@ at::Tensor grouped_experts(const at::Tensor& x_NH, const at::Tensor& topk_idx_NK
                 "stack gate;up into w13 and down into w2 (expert_stacks)");
   }
   if (x_NH.size(0) == 0) return at::zeros_like(x_NH);
+  if (decode_sized(x_NH, topk_idx_NK, w13_E2IH, w2_EHI)) return decode_experts(x_NH, topk_idx_NK, topk_w_NK, w13_E2IH, w2_EHI);
   ExpertSort s = sort_by_expert(topk_idx_NK, E);
   at::Tensor w = topk_w_NK.to(at::kFloat).masked_fill(topk_idx_NK.lt(0), 0.f);
-  if (decode_sized(x_NH, topk_idx_NK, w13_E2IH, w2_EHI)) {
-    // Few rows per expert, no autograd: expert_gemm reads the tokens in place and fuses SwiGLU.
-    const int64_t M = topk_idx_NK.numel(), H = x_NH.size(1), I = w2_EHI.size(2);
-    at::Tensor x = x_NH.contiguous();
-    if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) x = x.clone();  // a view at an odd offset
-    at::Tensor h = at::empty({M, I}, x.options()), yp = at::empty({M, H}, x.options());
-    check_launch(expert_gemm(x.data_ptr(), s.src_token.data_ptr<int64_t>(), w13_E2IH.data_ptr(),
-                             s.offs.data_ptr<int32_t>(), E, I, H, /*swiglu=*/true, h.data_ptr(), stream()),
-                 "expert gemm (gate/up)");
-    check_launch(expert_gemm(h.data_ptr(), nullptr, w2_EHI.data_ptr(), s.offs.data_ptr<int32_t>(), E, H, I,
-                             /*swiglu=*/false, yp.data_ptr(), stream()),
-                 "expert gemm (down)");
-    return ep::cuda::weighted_combine(yp, s.pos_TK, w);
-  }
   at::Tensor xp = PermuteFn::apply(x_NH.contiguous(), s.src_token, s.pos_TK);
   at::Tensor gu = grouped_linear(xp, w13_E2IH, s.offs);
   at::Tensor h = swiglu(gu);

@@ -105,11 +105,48 @@ TEST(ExpertGemmGpu, RowsDoNotDependOnTheBatch) {
   EXPECT_TRUE(at::equal(all.narrow(0, 0, 37), head));
 }
 
+TEST(ExpertGemmGpu, PlanGroupsEntriesByExpert) {
+  // Every kept entry gets its own row inside its expert's group; dropped ones (-1, or ids
+  // outside [0, E)) get -1 and weight 0; the weights come out as float32.
+  at::manual_seed(5);
+  const int64_t T = 300;
+  auto [idx, w] = make_routing(T, true);
+  idx[7][3] = E;  // out of range: dropped
+  const at::Tensor wb = w.to(at::kBFloat16);
+  auto lopt = idx.options();
+  at::Tensor offs = at::empty({E}, lopt.dtype(at::kInt)), src = at::full({T * K}, -7, lopt);
+  at::Tensor pos = at::empty({T, K}, lopt), wf = at::empty({T, K}, lopt.dtype(at::kFloat));
+  ASSERT_EQ(cuda::expert_plan(idx.data_ptr<int64_t>(), wb.data_ptr(), true, T, K, E, offs.data_ptr<int32_t>(),
+                              src.data_ptr<int64_t>(), pos.data_ptr<int64_t>(), wf.data_ptr<float>(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const at::Tensor ic = idx.cpu(), pc = pos.cpu(), sc = src.cpu(), oc = offs.cpu().to(at::kLong);
+  const at::Tensor kept = ic.ge(0).logical_and(ic.lt(E));
+  const at::Tensor counts = at::bincount(ic.masked_select(kept), {}, E);
+  EXPECT_TRUE(at::equal(oc, counts.cumsum(0)));
+  EXPECT_TRUE(at::equal(pc.lt(0), kept.logical_not()));
+  EXPECT_TRUE(at::equal(wf.cpu(), wb.to(at::kFloat).cpu().masked_fill(kept.logical_not(), 0.f)));
+  const at::Tensor rows = pc.masked_select(kept);
+  EXPECT_EQ(std::get<0>(at::_unique(rows)).numel(), rows.numel());  // one row per entry
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t e = ic[t][k].item<int64_t>(), p = pc[t][k].item<int64_t>();
+      if (e < 0 || e >= E) continue;
+      EXPECT_GE(p, e == 0 ? 0 : oc[e - 1].item<int64_t>());
+      EXPECT_LT(p, oc[e].item<int64_t>());
+      EXPECT_EQ(sc[p].item<int64_t>(), t);
+    }
+  }
+}
+
 TEST(ExpertGemmGpu, RefusesSizesItDoesNotTake) {
   EXPECT_FALSE(cuda::expert_gemm_fits(768, 2000, true));  // k not a multiple of 64
   EXPECT_FALSE(cuda::expert_gemm_fits(24, 2048, true));   // 16 columns per warp
   EXPECT_FALSE(cuda::expert_gemm_fits(48, 2048, false));  // 32 columns per warp
   EXPECT_EQ(cuda::expert_gemm(nullptr, nullptr, nullptr, nullptr, E, 48, 2048, false, nullptr, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::expert_plan(nullptr, nullptr, true, 1, K, cuda::kExpertPlanMaxExperts + 1, nullptr, nullptr, nullptr,
+                              nullptr, nullptr),
             cudaErrorInvalidValue);
 }
 
