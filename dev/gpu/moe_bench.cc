@@ -6,6 +6,7 @@
 
 #include "bench_util.h"
 #include "ep/cuda/ops.h"
+#include "model/cuda/decode_kernels.h"
 #include "model/cuda/expert_gemm.h"
 #include "model/cuda/moe_gpu.h"
 
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
       j.set("decode_w2_expert_gemm_pct_of_copy_T" + t, 100.0 * b2 / ms / 1e6 / copy);
       j.set("decode_w2_expert_gemm_speedup_T" + t, ms2 / ms);
       for (bool small : {false, true}) {
-        model::cuda::use_expert_gemm(small);
+        model::cuda::set_decode_kernels({.experts = small});
         ms = median_ms([&] { model::cuda::moe_block({router, w13, w2}, x, rc); }, 3, 30);
         const std::string k = small ? "expert_gemm" : "grouped_mm";
         j.set("decode_moe_block_" + k + "_ms_T" + t, ms);

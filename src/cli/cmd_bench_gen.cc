@@ -72,7 +72,7 @@ int run_bench_gen(Args& a) {
         "usage: moerl bench gen --config CONFIG.json [--layers N] [--batch 64,128,256] [--prompt 64]\n"
         "                       [--new-tokens 64] [--device cpu|cuda] [--seed 7] [--group G]\n"
         "                       [--profile TRACE.json] [--baseline 'python3 dev/gpu/hf_generate.py']\n"
-        "                       [--compare-experts]\n"
+        "                       [--compare-kernels]\n"
         "Decode speed of the geometry CONFIG.json describes (a Hugging Face config.json; --layers keeps the\n"
         "first N layers), random weights drawn on the device (bf16 on cuda, float32 on cpu), temperature 1.\n"
         "Per batch: decode ms per step ((time of 8 + new-tokens tokens - time of 8) / new-tokens), new\n"
@@ -84,8 +84,9 @@ int run_bench_gen(Args& a) {
         "profiler, writes its Chrome trace to TRACE.json and adds the GPU kernels that took the most time\n"
         "to the JSON. --baseline CMD first runs CMD with --config, --layers, --batch, --prompt and --new-tokens\n"
         "appended (dev/gpu/hf_generate.py: transformers' generate on the same device) and adds its tokens/s\n"
-        "and our speed-up to each row. --compare-experts (cuda) also times each batch with the experts through\n"
-        "at::_grouped_mm instead of the decode kernel (model/cuda/expert_gemm.h) and prints the ratio.\n"
+        "and our speed-up to each row. --compare-kernels (cuda) also times each batch with the decode step's\n"
+        "own kernels off (at:: ops: _grouped_mm experts, batched-product attention) and with the expert\n"
+        "kernels alone (model/cuda/decode_kernels.h), and prints the ratios.\n"
         "Presets: examples/bench/*.json.\n");
     return 0;
   }
@@ -99,7 +100,7 @@ int run_bench_gen(Args& a) {
   const std::optional<std::string> profile = a.value("--profile");
   const std::optional<std::string> baseline_cmd = a.value("--baseline");
   const std::string batch_list = a.value("--batch").value_or("64,128,256");
-  const bool compare_experts = a.flag("--compare-experts");
+  const bool compare_kernels = a.flag("--compare-kernels");
   a.finish();
   const std::vector<int64_t> batches = int_list(batch_list, "--batch");
   for (int64_t B : batches) {
@@ -118,8 +119,8 @@ int run_bench_gen(Args& a) {
   c.num_hidden_layers = layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, P + warm + N);
   const at::Device device = job::open_device(dev, "bench gen: --device");
-  if (compare_experts && !(device.is_cuda() && job::use_expert_gemm(true))) {
-    throw Error("bench gen: --compare-experts needs --device cuda (a CUDA build)",
+  if (compare_kernels && !(device.is_cuda() && job::set_decode_kernels(true, true))) {
+    throw Error("bench gen: --compare-kernels needs --device cuda (a CUDA build)",
                 "drop the flag on the cpu", ErrorCode::kInvalidInput);
   }
   const nlohmann::json baseline =
@@ -173,14 +174,18 @@ int run_bench_gen(Args& a) {
                     {"GB_read_per_step", step_bytes / 1e9},
                     {"roofline_fraction", step_bytes / step_s / rate},
                     {"prefill_and_8_tokens_s", t_short}});
-    if (compare_experts) {  // the baseline kernel in the same run, then back to the default
-      job::use_expert_gemm(false);
-      double base_short = 0, base_long = 0;
-      const double base_s = step_time(&base_short, &base_long);
-      job::use_expert_gemm(true);
-      rows.back()["grouped_mm_decode_ms_per_step"] = 1e3 * base_s;
-      rows.back()["grouped_mm_roofline_fraction"] = step_bytes / base_s / rate;
-      rows.back()["expert_gemm_speedup"] = base_s / step_s;
+    if (compare_kernels) {  // the at:: ops, then the expert kernels alone, then back to the default
+      double ts = 0, tl = 0;
+      job::set_decode_kernels(false, false);
+      const double base_s = step_time(&ts, &tl);
+      job::set_decode_kernels(true, false);
+      const double experts_s = step_time(&ts, &tl);
+      job::set_decode_kernels(true, true);
+      rows.back()["aten_ops_decode_ms_per_step"] = 1e3 * base_s;
+      rows.back()["aten_ops_roofline_fraction"] = step_bytes / base_s / rate;
+      rows.back()["expert_kernels_only_decode_ms_per_step"] = 1e3 * experts_s;
+      rows.back()["decode_kernels_speedup"] = base_s / step_s;
+      rows.back()["expert_kernels_speedup"] = base_s / experts_s;
     }
     if (G > 1) {  // the same batch with every sample prefilled, for the ratio
       const double each_short = timed(warm, false), each_long = timed(warm + N, false);

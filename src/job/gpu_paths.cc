@@ -15,6 +15,7 @@
 #include "ep/cuda/nccl_group.h"
 #include "ep/torch/world.h"
 #include "model/cuda/attention_gpu.h"
+#include "model/cuda/decode_kernels.h"
 #include "model/cuda/fast_generate.h"
 #include "model/cuda/host_pinning_cuda.h"
 #include "model/cuda/moe_gpu.h"
@@ -68,12 +69,12 @@ void enable_gpu_paths_for(const JobConfig& cfg) {
   if (cfg.model.device != "cpu" || cfg.ep_backend == "cuda_ipc" || cfg.ep_backend == "nccl") enable_gpu_paths();
 }
 
-bool use_expert_gemm(bool on) {
+bool set_decode_kernels(bool experts, bool attention) {
 #ifdef MOERL_WITH_CUDA
-  model::cuda::use_expert_gemm(on);
+  model::cuda::set_decode_kernels({.experts = experts, .attention = attention});
   return true;
 #else
-  (void)on;
+  (void)experts, (void)attention;
   return false;
 #endif
 }

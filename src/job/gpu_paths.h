@@ -31,10 +31,10 @@ void enable_gpu_paths_for(const JobConfig& cfg);
 void check_device_name(const std::string& spelling, const std::string& source);
 at::Device open_device(const std::string& spelling, const std::string& source);
 
-// The GPU decode step's expert products: expert_gemm (true, the default) or at::_grouped_mm at
-// every size (`moerl bench gen --compare-experts` times both). False where there is no such
+// The GPU decode step's own kernels on or off (model/cuda/decode_kernels.h; both on by
+// default): the MoE experts at decode sizes, GQA attention. False where there is no such
 // choice (a CPU build).
-bool use_expert_gemm(bool on);
+bool set_decode_kernels(bool experts, bool attention);
 
 // Peak bytes held by tensors on the current GPU since the last reset (the CUDA caching
 // allocator's allocated_bytes peak, over both pools); -1 in a CPU build or without a GPU.

@@ -1,11 +1,17 @@
 // DecodeStep: the static-shape decode step captured by fast_generate.
 #include "model/cuda/decode_step.h"
 
+#include <c10/cuda/CUDAStream.h>
+
 #include <cmath>
 #include <limits>
+#include <string>
 
+#include "base/error.h"
 #include "model/common/layers.h"
 #include "model/common/moe.h"
+#include "model/cuda/decode_attention.h"
+#include "model/cuda/decode_kernels.h"
 #include "model/cuda/moe_gpu.h"
 
 namespace moerl::model::cuda {
@@ -114,6 +120,20 @@ at::Tensor DecodeStep::gqa(const LayerWeights& w, size_t i, const at::Tensor& h,
   k = apply_rope(k.transpose(1, 2), cos, sin);  // [B,Hkv,1,D]
   KvCache::write_slots(cache_.k[i], 2, slot_B, k);
   KvCache::write_slots(cache_.v[i], 2, slot_B, v.transpose(1, 2));
+  if (decode_kernels().attention && dt == at::kBFloat16 && decode_attention_fits(Hq, Hkv, D)) {
+    // One kernel: each (row, KV head) reads its keys and values once (decode_attention.h).
+    const at::Tensor qc = q.contiguous();  // [B,Hq,1,D]
+    at::Tensor out = at::empty({B, 1, Hq * D}, qc.options());
+    const cudaError_t err =
+        decode_attention(qc.data_ptr(), cache_.k[i].data_ptr(), cache_.v[i].data_ptr(), cache_.valid.data_ptr<bool>(),
+                         B, Hq, Hkv, cache_.capacity(), D, static_cast<float>(scale), out.data_ptr(),
+                         c10::cuda::getCurrentCUDAStream().stream());
+    if (err != cudaSuccess) {
+      throw Error(std::string("decode step: decode_attention failed: ") + cudaGetErrorString(err),
+                  "switch the kernel off (model/cuda/decode_kernels.h) to run the at:: ops", ErrorCode::kInternal);
+    }
+    return at::linear(out, w.attn.o_proj);
+  }
   // Attention over the whole cache under its validity mask. (at::scaled_dot_product_attention
   // with this mask and GQA measured 2x slower at batch 16, and its greedy tokens for
   // left-padded rows diverged from model::generate's: kept explicit.)

@@ -6,7 +6,6 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
-#include <atomic>
 #include <string>
 
 #include "base/check.h"
@@ -14,6 +13,7 @@
 #include "ep/cuda/ops.h"
 #include "model/common/expert_grad.h"
 #include "model/common/expert_pack.h"
+#include "model/cuda/decode_kernels.h"
 #include "model/cuda/expert_gemm.h"
 #include "model/cuda/swiglu.h"
 
@@ -100,13 +100,12 @@ void need_cuda(const at::Tensor& t, const char* name) {
 bool has_grouped_mm() { return MOERL_HAS_GROUPED_MM; }
 
 namespace {
-std::atomic<bool> g_expert_gemm{true};
 
 // grouped_experts' choice of expert_gemm: no autograd, bf16 contiguous weights of sizes it
 // takes, and at most kExpertGemmMaxMeanRows rows per expert on average (decode batches).
 bool decode_sized(const at::Tensor& x, const at::Tensor& idx, const at::Tensor& w13, const at::Tensor& w2) {
   const int64_t E = w13.size(0), H = x.size(1), I = w2.size(2);
-  return g_expert_gemm.load(std::memory_order_relaxed) && !at::GradMode::is_enabled() &&
+  return decode_kernels().experts && !at::GradMode::is_enabled() &&
          x.scalar_type() == at::kBFloat16 && w13.scalar_type() == at::kBFloat16 &&
          w2.scalar_type() == at::kBFloat16 && w13.is_contiguous() && w2.is_contiguous() &&
          reinterpret_cast<uintptr_t>(w13.data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(w2.data_ptr()) % 16 == 0 &&
@@ -142,8 +141,6 @@ at::Tensor decode_experts(const at::Tensor& x_NH, const at::Tensor& idx_NK, cons
 
 }  // namespace
 
-void use_expert_gemm(bool on) { g_expert_gemm.store(on, std::memory_order_relaxed); }
-bool expert_gemm_in_use() { return g_expert_gemm.load(std::memory_order_relaxed); }
 
 ExpertSort sort_by_expert(const at::Tensor& topk_idx_TK, int64_t num_experts) {
   need_cuda(topk_idx_TK, "topk_idx");

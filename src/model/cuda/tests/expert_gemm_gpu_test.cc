@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include "model/cuda/decode_kernels.h"
 #include "model/cuda/expert_gemm.h"
 #include "model/cuda/moe_gpu.h"
 #include "model/cuda/tests/gpu_test_util.h"
@@ -62,10 +63,10 @@ at::Tensor reference(const Weights& wt, const at::Tensor& x, const at::Tensor& i
 
 at::Tensor run(const Weights& wt, const at::Tensor& x, const at::Tensor& idx, const at::Tensor& w, bool small) {
   at::NoGradGuard ng;
-  const bool was = cuda::expert_gemm_in_use();
-  cuda::use_expert_gemm(small);
+  const cuda::DecodeKernels was = cuda::decode_kernels();
+  cuda::set_decode_kernels({.experts = small, .attention = was.attention});
   at::Tensor y = cuda::grouped_experts(x, idx, w, wt.w13, wt.w2);
-  cuda::use_expert_gemm(was);
+  cuda::set_decode_kernels(was);
   return y;
 }
 
