@@ -11,7 +11,8 @@
 #              versions handed over on the device;
 #   resumed    the shared run resumed from its checkpoint to STEPS + 2 steps (needs shared);
 #   streaming  inprocess with a streaming worker ([rollout] streaming: 256 rows fed from the
-#              queue as answers end, versions swapped between decode windows, staleness 4);
+#              queue as answers end, versions swapped between decode windows, staleness 6,
+#              so the trainer keeps prompts_per_step x (6 - 1) = 80 tasks ahead);
 #   streaming_shared  shared with a streaming worker process;
 # each STEPS steps, and prints, per run: samples/s (one definition for both modes), rollout and
 # train tokens/s, MFU of the train phase (6 x active parameters x train tokens/s / the bf16
@@ -19,7 +20,9 @@
 #   [RUNS="sync inprocess"] [SKEWED=1] dev/gpu/rl-qwen3.sh BUILD_DIR OUT_DIR [LAYERS=1] [STEPS=4] [--set key=value ...]
 # SKEWED=1: real RL's answer-length shape from random weights (docs/perf.md): a stop string
 # random tokens complete every ~270 tokens, a 1024-token cap, 256 decode rows refilled as
-# answers end, and async leases of two steps' prompts.
+# answers end, and async leases of two steps' prompts (tasks_per_lease 32: a lease-at-a-time
+# worker meets the tail once per two steps; streaming runs take their queue depth from the
+# automatic rule, docs/runtime.md queue_ahead, which 32 does not change).
 # One layer by default: its checkpoints (~17 GB with float32 AdamW state, two at once while
 # one commits) fit a 64 GB disk; two layers need ~30 GB each.
 set -euo pipefail
@@ -75,8 +78,10 @@ echo "rl-qwen3: shared weights in $SHM"
 # Checkpoints only at each run's end (a 2-layer one is ~30 GB; the device disk is 64 GB).
 C=(--set train.checkpoint_every=0 --set runtime.shared_weights_dir="$SHM")
 # Streaming workers: rows refilled from the queue, so answers may span versions: a wider
-# staleness budget (the oldest version of a sample counts).
-S=(--set rollout.streaming=true --set rollout.batch_rows=256 --set runtime.max_staleness=4)
+# staleness budget (the oldest version of a sample counts). 6 also deepens the queue: the
+# trainer keeps prompts_per_step x (max_staleness - 1) tasks ahead for streaming workers, and
+# groups come back ~queue_ahead / prompts_per_step + 1 versions old (docs/perf.md).
+S=(--set rollout.streaming=true --set rollout.batch_rows=256 --set runtime.max_staleness=6)
 REDIS_URL="redis://127.0.0.1:$PORT/0"
 RUNS=${RUNS:-store shared sync inprocess resumed}
 for r in $RUNS; do

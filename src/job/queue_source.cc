@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/files.h"
 #include "base/log.h"
+#include "job/queue_ahead.h"
 #include "rollout/group_rollout.h"
 #include "rollout/worker.h"
 #include "io/checksum.h"
@@ -130,7 +131,7 @@ void QueueSource::start_lead() {
   runtime::ControllerConfig cc;
   // Dynamic sampling may need up to max_sampling_rounds prompts per trained group.
   cc.total_tasks = cfg.train.steps * P * (cfg.rollout.dynamic_sampling ? cfg.rollout.max_sampling_rounds : 1);
-  cc.queue_ahead = std::max<int64_t>(P, cfg.runtime.tasks_per_lease * cfg.rollout.num_workers);
+  cc.queue_ahead = log_queue_ahead(queue_ahead(cfg));  // deeper for streaming workers (job/queue_ahead.h)
   cc.drop_no_signal = cfg.rollout.dynamic_sampling;
   cc.max_queue_factor = cfg.rollout.max_sampling_rounds;
   cc.first_cursor = first_cursor_;

@@ -8,6 +8,7 @@
 //   namespace = "job42"
 //   lease_seconds = 60
 //   max_staleness = 2
+//   queue_ahead = 0                         # 0 = automatic (job/queue_ahead.h)
 //   stale_policy = "regenerate"
 //   [runtime.spot]
 //   enabled = true
@@ -50,6 +51,10 @@ struct RuntimeConfig {
   double lease_seconds = 60;
   double renew_seconds = 0;          // 0 = lease_seconds / 3
   int tasks_per_lease = 1;
+  // Tasks the async trainer keeps ahead of training (queued, leased, or records waiting in the
+  // buffer). 0 = automatic (job/queue_ahead.h: deeper for streaming workers, within the
+  // staleness budget); an explicit value is used as given.
+  int64_t queue_ahead = 0;
   uint32_t max_deliveries = 5;
   uint64_t max_staleness = 1;
   // The trainer publishes a weight version every this many steps (versions still count

@@ -92,6 +92,22 @@ TEST(RuntimeConfigTest, PublishEveryWithinTheStalenessBudget) {
   }
 }
 
+// 0 = automatic (job/queue_ahead.h); anything else is a task count of at least 1.
+TEST(RuntimeConfigTest, QueueAheadIsAutomaticOrACount) {
+  EXPECT_EQ(parse("").queue_ahead, 0);
+  const RuntimeConfig c = parse("[runtime]\nqueue_ahead = 80\n");
+  EXPECT_EQ(c.queue_ahead, 80);
+  EXPECT_EQ(c.to_json()["queue_ahead"], 80);
+  for (const std::string bad : {"-1", "1048577", "1.5", "\"auto\""}) {
+    try {
+      parse("[runtime]\nqueue_ahead = " + bad + "\n");
+      ADD_FAILURE() << "queue_ahead = " << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("runtime.queue_ahead"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(RedactUrl, HidesThePasswordOnly) {
   EXPECT_EQ(redact_url("redis://:s3cret@redis.ns.svc:6379/0"), "redis://:***@redis.ns.svc:6379/0");
   EXPECT_EQ(redact_url("redis://user:pw@127.0.0.1:6379"), "redis://user:***@127.0.0.1:6379");
