@@ -85,8 +85,8 @@ int run_bench_gen(Args& a) {
         "to the JSON. --baseline CMD first runs CMD with --config, --layers, --batch, --prompt and --new-tokens\n"
         "appended (dev/gpu/hf_generate.py: transformers' generate on the same device) and adds its tokens/s\n"
         "and our speed-up to each row. --compare-kernels (cuda) also times each batch with the decode step's\n"
-        "own kernels off (at:: ops: _grouped_mm experts, batched-product attention) and with the expert\n"
-        "kernels alone (model/cuda/decode_kernels.h), and prints the ratios.\n"
+        "own kernels off (at:: ops: _grouped_mm experts, batched-product attention), with the expert kernels\n"
+        "alone and with all of them (model/cuda/decode_kernels.h), and prints the ratios.\n"
         "Presets: examples/bench/*.json.\n");
     return 0;
   }
@@ -119,7 +119,7 @@ int run_bench_gen(Args& a) {
   c.num_hidden_layers = layers;
   c.max_position_embeddings = std::max(c.max_position_embeddings, P + warm + N);
   const at::Device device = job::open_device(dev, "bench gen: --device");
-  if (compare_kernels && !(device.is_cuda() && job::set_decode_kernels(true, true))) {
+  if (compare_kernels && !(device.is_cuda() && job::restore_decode_kernels())) {
     throw Error("bench gen: --compare-kernels needs --device cuda (a CUDA build)",
                 "drop the flag on the cpu", ErrorCode::kInvalidInput);
   }
@@ -174,18 +174,20 @@ int run_bench_gen(Args& a) {
                     {"GB_read_per_step", step_bytes / 1e9},
                     {"roofline_fraction", step_bytes / step_s / rate},
                     {"prefill_and_8_tokens_s", t_short}});
-    if (compare_kernels) {  // the at:: ops, then the expert kernels alone, then back to the default
+    if (compare_kernels) {  // each setting of the decode step's own kernels, then the default again
       double ts = 0, tl = 0;
-      job::set_decode_kernels(false, false);
-      const double base_s = step_time(&ts, &tl);
-      job::set_decode_kernels(true, false);
-      const double experts_s = step_time(&ts, &tl);
-      job::set_decode_kernels(true, true);
-      rows.back()["aten_ops_decode_ms_per_step"] = 1e3 * base_s;
-      rows.back()["aten_ops_roofline_fraction"] = step_bytes / base_s / rate;
-      rows.back()["expert_kernels_only_decode_ms_per_step"] = 1e3 * experts_s;
-      rows.back()["decode_kernels_speedup"] = base_s / step_s;
-      rows.back()["expert_kernels_speedup"] = base_s / experts_s;
+      const std::pair<bool, bool> settings[] = {{false, false}, {true, false}, {true, true}};
+      const char* names[] = {"aten_ops", "expert_kernels", "all_kernels"};
+      double secs[3];
+      for (int i = 0; i < 3; ++i) {
+        job::set_decode_kernels(settings[i].first, settings[i].second);
+        secs[i] = step_time(&ts, &tl);
+        rows.back()[std::string(names[i]) + "_decode_ms_per_step"] = 1e3 * secs[i];
+        rows.back()[std::string(names[i]) + "_roofline_fraction"] = step_bytes / secs[i] / rate;
+      }
+      job::restore_decode_kernels();
+      rows.back()["expert_kernels_speedup"] = secs[0] / secs[1];
+      rows.back()["all_kernels_speedup"] = secs[0] / secs[2];
     }
     if (G > 1) {  // the same batch with every sample prefilled, for the ratio
       const double each_short = timed(warm, false), each_long = timed(warm + N, false);

@@ -79,6 +79,15 @@ bool set_decode_kernels(bool experts, bool attention) {
 #endif
 }
 
+bool restore_decode_kernels() {
+#ifdef MOERL_WITH_CUDA
+  model::cuda::set_decode_kernels({});
+  return true;
+#else
+  return false;
+#endif
+}
+
 int64_t gpu_peak_allocated_bytes() {
 #ifdef MOERL_WITH_CUDA
   if (!at::hasCUDA()) return -1;

@@ -4,7 +4,7 @@
 
 namespace moerl::model::cuda {
 namespace {
-std::atomic<bool> g_experts{true}, g_attention{true};
+std::atomic<bool> g_experts{DecodeKernels{}.experts}, g_attention{DecodeKernels{}.attention};
 }  // namespace
 
 void set_decode_kernels(DecodeKernels k) {

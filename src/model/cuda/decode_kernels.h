@@ -1,18 +1,22 @@
-// Which of the decode step's own kernels run (process-wide; all on by default): the MoE
-// experts at decode sizes through expert_plan + expert_gemm (model/cuda/expert_gemm.h, chosen
-// by grouped_experts), and GQA through decode_attention (model/cuda/decode_attention.h, chosen
-// by DecodeStep). Off: the at:: ops at every size, which `moerl bench gen --compare-kernels`
-// times beside them. A change takes effect at the next call: a captured decode graph keeps
-// the kernels it captured.
+// Which of the decode step's own kernels run (process-wide): the MoE experts at decode sizes
+// through expert_plan + expert_gemm (model/cuda/expert_gemm.h, chosen by grouped_experts), and
+// GQA through decode_attention (model/cuda/decode_attention.h, chosen by DecodeStep). Off:
+// the at:: ops at every size, which `moerl bench gen --compare-kernels` times beside them. A
+// change takes effect at the next call: a captured decode graph keeps the kernels it captured.
 //
-//   model::cuda::set_decode_kernels({.experts = false, .attention = false});  // the baseline
+// NOTE: off by default until they have run on a GPU. They were written in a session that got
+// no GPU time (2026-12-07); their GPU tests (ExpertGemmGpu, DecodeAttentionGpu,
+// DecodeKernelsGpu) and `bench gen --compare-kernels` are the first thing to run, and the
+// defaults below are then switched on in the same change as the measured figures.
+//
+//   model::cuda::set_decode_kernels({.experts = true, .attention = true});
 #pragma once
 
 namespace moerl::model::cuda {
 
 struct DecodeKernels {
-  bool experts = true;
-  bool attention = true;
+  bool experts = false;
+  bool attention = false;
 };
 void set_decode_kernels(DecodeKernels k);
 DecodeKernels decode_kernels();

@@ -38,7 +38,7 @@ at::Tensor swiglu(const at::Tensor& gu_M2I);
 
 // out_n = sum_k w_nk * expert_{idx_nk}(x_n), idx -1 skipped; w13 [E,2I,H] = [gate; up], w2
 // [E,H,I]. Differentiable in x, w, w13, w2. Without autograd and with few rows per expert
-// (decode; model/cuda/expert_gemm.h) the products run expert_gemm unless switched off
+// (decode; model/cuda/expert_gemm.h) the products run expert_gemm when switched on
 // (model/cuda/decode_kernels.h), else at::_grouped_mm.
 at::Tensor grouped_experts(const at::Tensor& x_NH, const at::Tensor& topk_idx_NK, const at::Tensor& topk_w_NK,
                            const at::Tensor& w13_E2IH, const at::Tensor& w2_EHI);
