@@ -1,12 +1,12 @@
 // The graph decode with the decode step's own kernels (model/cuda/decode_kernels.h) against
 // the model's forward, on a small model of sizes the kernels take (head_dim 128, expert
 // widths multiples of 64): greedy tokens by teacher forcing, as
-// ModelGpuArch.FastGenerateRunsTheGraphAndAgreesWithForward does for the at:: ops.
+// ModelGpuArch.FastGenerateRunsTheGraphAndAgreesWithForward does for the at:: ops
+// (testing::expect_forward_agrees).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
-#include <cmath>
 #include <vector>
 
 #include "model/cuda/decode_attention.h"
@@ -14,6 +14,7 @@
 #include "model/cuda/expert_gemm.h"
 #include "model/cuda/fast_generate.h"
 #include "model/cuda/moe_gpu.h"
+#include "model/cuda/tests/gpu_test_util.h"
 #include "model/model.h"
 #include "model/test_util.h"
 
@@ -52,32 +53,7 @@ TEST(DecodeKernelsGpu, GraphDecodeWithTheKernelsAgreesWithForward) {
   auto got = cuda::fast_generate(m, prompts, g, /*use_graph=*/true, &st);
   cuda::set_decode_kernels(was);
   EXPECT_TRUE(st.used_graph);
-  for (size_t b = 0; b < got.size(); ++b) {
-    ASSERT_EQ(got[b].tokens.size(), static_cast<size_t>(g.max_new_tokens));
-    std::vector<int64_t> seq = prompts[b];
-    const int64_t P = static_cast<int64_t>(seq.size());
-    seq.insert(seq.end(), got[b].tokens.begin(), got[b].tokens.end());
-    at::Tensor logp;
-    {
-      at::NoGradGuard ng;  // the forward: SDPA attention, grouped_mm experts under the decode's routing
-      at::Tensor ids = at::tensor(seq, at::kLong).view({1, -1}).to(m.device());
-      const int64_t L = m.num_moe_layers(), K = cfg.num_experts_per_tok, fed = ids.size(1) - 1;
-      at::Tensor replay = at::full({1, ids.size(1), L, K}, -1, at::kLong);
-      std::vector<int64_t> rec(got[b].routed_experts.begin(), got[b].routed_experts.end());
-      replay.view({-1}).narrow(0, 0, fed * L * K).copy_(at::tensor(rec, at::kLong));
-      logp = m.forward({.input_ids = ids, .routing_replay = replay.to(m.device())})
-                 .logits_BTV[0]
-                 .to(at::kFloat)
-                 .log_softmax(-1)
-                 .cpu();
-    }
-    for (int64_t t = 0; t < g.max_new_tokens; ++t) {
-      at::Tensor row = logp[P - 1 + t];
-      const float chosen = row[got[b].tokens[t]].item<float>(), best = row.max().item<float>();
-      EXPECT_GE(chosen, best - (0.05f + 0.02f * std::abs(best))) << "row " << b << " step " << t;
-      EXPECT_NEAR(got[b].logprobs[t], chosen, 0.15 + 0.05 * std::abs(chosen)) << "row " << b << " step " << t;
-    }
-  }
+  testing::expect_forward_agrees(m, prompts, got, g.max_new_tokens);
 }
 
 }  // namespace
