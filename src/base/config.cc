@@ -101,7 +101,7 @@ double ConfigTable::number(const std::string& key, double fallback, Range range)
   if (!(v >= range.min && v <= range.max)) {
     std::ostringstream os;
     os << "= " << v << " is outside [" << range.min << ", " << range.max << "]";
-    fail(key, os.str(), "choose a value in range");
+    fail(key, os.str(), range.hint ? range.hint : "choose a value in range");
   }
   return v;
 }
@@ -117,9 +117,12 @@ int64_t ConfigTable::integer(const std::string& key, int64_t fallback, Range ran
     }
   }
   if (!(static_cast<double>(v) >= range.min && static_cast<double>(v) <= range.max)) {
-    std::ostringstream os;
-    os << "= " << v << " is outside [" << range.min << ", " << range.max << "]";
-    fail(key, os.str(), "choose a value in range");
+    // Whole bounds print as integers (1048576, not 1.04858e+06).
+    auto bound = [](double b) {
+      return std::abs(b) < 1e15 && b == std::floor(b) ? std::to_string(static_cast<int64_t>(b)) : std::to_string(b);
+    };
+    fail(key, "= " + std::to_string(v) + " is outside [" + bound(range.min) + ", " + bound(range.max) + "]",
+         range.hint ? range.hint : "choose a value in range");
   }
   return v;
 }

@@ -29,6 +29,7 @@ namespace moerl {
 struct Range {
   double min = -1e300;
   double max = 1e300;
+  const char* hint = nullptr;  // the error's hint when the value is outside; null: a generic one
 };
 
 class ConfigTable {

@@ -53,13 +53,12 @@ RuntimeConfig RuntimeConfig::from_config(ConfigTable t) {
   c.lease_seconds = t.number("lease_seconds", c.lease_seconds, {.min = 0.05, .max = 86400});
   c.renew_seconds = t.number("renew_seconds", c.renew_seconds, {.min = 0, .max = 86400});
   c.tasks_per_lease = static_cast<int>(t.integer("tasks_per_lease", c.tasks_per_lease, {.min = 1, .max = 4096}));
-  c.queue_ahead = t.integer("queue_ahead", c.queue_ahead);
-  if (c.queue_ahead < 0 || c.queue_ahead > kMaxQueueAhead) {
-    throw Error("config: " + t.path() + ".queue_ahead = " + std::to_string(c.queue_ahead) + " is outside [0, " +
-                    std::to_string(kMaxQueueAhead) + "]",
-                "0 = automatic (max(prompts_per_step, tasks_per_lease x num_workers); for streaming workers at "
-                "least prompts_per_step x (max_staleness - 1)), or the number of tasks to keep ahead, e.g. 80");
-  }
+  c.queue_ahead = t.integer("queue_ahead", c.queue_ahead,
+                            {.min = 0,
+                             .max = static_cast<double>(kMaxQueueAhead),
+                             .hint = "0 = automatic (max(prompts_per_step, tasks_per_lease x num_workers); for "
+                                     "streaming workers at least prompts_per_step x (max_staleness - 1)), or the "
+                                     "number of tasks to keep ahead, e.g. 80"});
   c.max_deliveries = static_cast<uint32_t>(t.integer("max_deliveries", c.max_deliveries, {.min = 1, .max = 1000}));
   c.max_staleness = static_cast<uint64_t>(t.integer("max_staleness", static_cast<int64_t>(c.max_staleness), {.min = 0, .max = 1e6}));
   c.stale_policy = parse_stale_policy(t.choice("stale_policy", "drop", {"drop", "regenerate"}));
