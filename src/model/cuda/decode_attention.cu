@@ -15,18 +15,16 @@
 
 #include <cmath>
 
+#include "model/cuda/mma.cuh"
+
 namespace moerl::model::cuda {
 namespace {
 
 constexpr int kD = 128, kMaxG = 8, kThreads = 128, kChunk = 256;
 
+// Rows 8..15 of A are zero: at most 8 query heads per KV head.
 __device__ __forceinline__ void mma(float* c, uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
-  // Rows 8..15 of A (regs a1, a3) are zero: at most 8 query heads per KV head.
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+  detail::mma_m16n8k16(c, a0, 0u, a2, 0u, b0, b1);
 }
 
 __device__ __forceinline__ void unpack4(const uint2& u, float* f) {

@@ -1,28 +1,21 @@
-// expert_gemm: see expert_gemm.h. Fragment layouts are those of PTX mma.m16n8k16 (.bf16):
-// lane = 4 * g + t; A regs {row g, k 2t..2t+1}, {row g+8, same k}, {row g, k 2t+8..}, {row
-// g+8, k 2t+8..}; B regs {k 2t.., col g}, {k 2t+8.., col g}; C {row g, cols 2t, 2t+1}, {row
-// g+8, same cols}. Each lane loads 8 consecutive k (16 bytes) of a row: its first four serve
-// as logical k {2t, 2t+1, 2t+8, 2t+9} of one mma, its last four as the same of the next, and
-// A and B use the same assignment, so each k16 step still sums 16 distinct k.
+// expert_gemm: see expert_gemm.h; fragment layouts in model/cuda/mma.cuh. Each lane loads 8
+// consecutive k (16 bytes) of a row: its first four serve as logical k {2t, 2t+1, 2t+8, 2t+9}
+// of one mma, its last four as the same of the next, and A and B use the same assignment, so
+// each k16 step still sums 16 distinct k.
 #include "model/cuda/expert_gemm.h"
 
 #include <cuda_bf16.h>
 
+#include "model/cuda/mma.cuh"
+
 namespace moerl::model::cuda {
 namespace {
+
+using detail::mma_m16n8k16;
 
 constexpr int kWarps = 4;      // per CTA
 constexpr int kTiles = 4;      // n8 tiles per warp (swiglu: 2 gate + the 2 matching up tiles)
 constexpr int kKStep = 64;     // k per loop iteration: two 16-byte loads per lane and row
-
-__device__ __forceinline__ void mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
@@ -67,7 +60,8 @@ __device__ __forceinline__ void pass(const __nv_bfloat16* __restrict__ a, const 
       for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          av[u][m][h] = ok[m][h] ? __ldg(reinterpret_cast<const uint4*>(ap[m][h] + kb + 32 * u)) : make_uint4(0, 0, 0, 0);
+          av[u][m][h] =
+              ok[m][h] ? __ldg(reinterpret_cast<const uint4*>(ap[m][h] + kb + 32 * u)) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < 2; ++u)
 #pragma unroll
@@ -75,8 +69,8 @@ __device__ __forceinline__ void pass(const __nv_bfloat16* __restrict__ a, const 
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
           const uint4 &lo = av[u][m][0], &hi = av[u][m][1], &w = wv[u][j];
-          mma(acc[m][j], lo.x, hi.x, lo.y, hi.y, w.x, w.y);
-          mma(acc[m][j], lo.z, hi.z, lo.w, hi.w, w.z, w.w);
+          mma_m16n8k16(acc[m][j], lo.x, hi.x, lo.y, hi.y, w.x, w.y);
+          mma_m16n8k16(acc[m][j], lo.z, hi.z, lo.w, hi.w, w.z, w.w);
         }
   }
 

@@ -105,11 +105,11 @@ namespace {
 // takes, and at most kExpertGemmMaxMeanRows rows per expert on average (decode batches).
 bool decode_sized(const at::Tensor& x, const at::Tensor& idx, const at::Tensor& w13, const at::Tensor& w2) {
   const int64_t E = w13.size(0), H = x.size(1), I = w2.size(2);
-  return decode_kernels().experts && !at::GradMode::is_enabled() &&
-         x.scalar_type() == at::kBFloat16 && w13.scalar_type() == at::kBFloat16 &&
-         w2.scalar_type() == at::kBFloat16 && w13.is_contiguous() && w2.is_contiguous() &&
-         reinterpret_cast<uintptr_t>(w13.data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(w2.data_ptr()) % 16 == 0 &&
-         E <= kExpertPlanMaxExperts && idx.numel() <= kExpertGemmMaxMeanRows * E && expert_gemm_fits(I, H, true) && expert_gemm_fits(H, I, false);
+  auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  return decode_kernels().experts && !at::GradMode::is_enabled() && x.scalar_type() == at::kBFloat16 &&
+         w13.scalar_type() == at::kBFloat16 && w2.scalar_type() == at::kBFloat16 && w13.is_contiguous() &&
+         w2.is_contiguous() && aligned(w13) && aligned(w2) && E <= kExpertPlanMaxExperts &&
+         idx.numel() <= kExpertGemmMaxMeanRows * E && expert_gemm_fits(I, H, true) && expert_gemm_fits(H, I, false);
 }
 
 // grouped_experts at decode sizes: one launch plans the rows, expert_gemm reads the tokens in
@@ -140,7 +140,6 @@ at::Tensor decode_experts(const at::Tensor& x_NH, const at::Tensor& idx_NK, cons
 }
 
 }  // namespace
-
 
 ExpertSort sort_by_expert(const at::Tensor& topk_idx_TK, int64_t num_experts) {
   need_cuda(topk_idx_TK, "topk_idx");
@@ -194,7 +193,9 @@ at::Tensor grouped_experts(const at::Tensor& x_NH, const at::Tensor& topk_idx_NK
                 "stack gate;up into w13 and down into w2 (expert_stacks)");
   }
   if (x_NH.size(0) == 0) return at::zeros_like(x_NH);
-  if (decode_sized(x_NH, topk_idx_NK, w13_E2IH, w2_EHI)) return decode_experts(x_NH, topk_idx_NK, topk_w_NK, w13_E2IH, w2_EHI);
+  if (decode_sized(x_NH, topk_idx_NK, w13_E2IH, w2_EHI)) {
+    return decode_experts(x_NH, topk_idx_NK, topk_w_NK, w13_E2IH, w2_EHI);
+  }
   ExpertSort s = sort_by_expert(topk_idx_NK, E);
   at::Tensor w = topk_w_NK.to(at::kFloat).masked_fill(topk_idx_NK.lt(0), 0.f);
   at::Tensor xp = PermuteFn::apply(x_NH.contiguous(), s.src_token, s.pos_TK);
