@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "model/decode_meter.h"
 #include "model/prefill.h"
 #include "model/routing_record.h"
 #include "model/slot_table.h"
@@ -69,8 +70,10 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
   at::Tensor logits_BV = admit_waiting(model, cache, table, all, config, rec).logits_at_rows(R);  // the first R
   std::vector<int64_t> first(R);
   at::Tensor step_mask = at::ones({R, 1}, at::kLong);
+  DecodeMeter meter(R);
   for (int64_t step = 0;; ++step) {
     if (config.cancel && config.cancel()) throw GenerationCancelled(step);
+    meter.enter(DecodePhase::kDecode);
     Sample s = sampler.sample(logits_BV);
     at::Tensor tok = s.tokens_B.cpu(), lp = s.logprob_B.cpu(), slp = s.sample_logprob_B.cpu();
     for (int64_t r = 0; r < R; ++r) {
@@ -78,7 +81,9 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
       const int64_t ended = table.push(r, tok.data_ptr<int64_t>()[r], lp.data_ptr<float>()[r], slp.data_ptr<float>()[r]);
       if (ended >= 0 && rec) table.output(ended).routed_experts = recorder.take(r);
     }
+    meter.enter(DecodePhase::kExchange);
     stream_exchange(table, all, config, room);  // weights it changes serve the forward below
+    meter.enter(DecodePhase::kDecode);
     if (!continuous && step + 1 == config.max_new_tokens) break;
     const bool local_done = table.running() == 0 && !table.waiting();
     if (config.all_done ? config.all_done(local_done) : local_done) break;
@@ -95,10 +100,12 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
       if (rec) recorder.add(o.routing, 1, first);
       logits_BV = o.logits_BTV.select(1, 0);
     }
+    meter.enter(DecodePhase::kAdmit);
     const Admitted refill = admit_waiting(model, cache, table, all, config, rec);
     if (!refill.rows.empty()) {
       logits_BV = logits_BV.index_copy(0, at::tensor(refill.rows, at::kLong).to(dev), refill.logits_BV);
     }
+    meter.count(step + 1, table.tokens());
   }
   return table.take();  // every row ended by its cap at the latest
 }

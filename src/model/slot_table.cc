@@ -46,6 +46,7 @@ int64_t SlotTable::push(int64_t row, int64_t token, float logprob, float sample_
   g.tokens.push_back(token);
   g.logprobs.push_back(logprob);
   g.sample_logprobs.push_back(sample_logprob);
+  ++tokens_;
   const auto& eos = config_.eos_ids;
   if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
     g.finish = FinishReason::kEos;

@@ -36,6 +36,7 @@ class SlotTable {
   int64_t push(int64_t row, int64_t token, float logprob, float sample_logprob);
   Generation& output(int64_t sequence) { return out_[sequence]; }
   int64_t running() const { return running_; }  // busy rows
+  int64_t tokens() const { return tokens_; }    // tokens pushed so far, every sequence
   bool waiting() const { return next_ < static_cast<int64_t>(out_.size()); }
   // Rows that no running or waiting sequence will take.
   int64_t free_rows() const { return rows() - running_ - (static_cast<int64_t>(out_.size()) - next_); }
@@ -54,7 +55,7 @@ class SlotTable {
   std::vector<int64_t> caps_;
   std::vector<int64_t> row_seq_;
   std::vector<int64_t> ended_;
-  int64_t next_ = 0, running_ = 0;
+  int64_t next_ = 0, running_ = 0, tokens_ = 0;
   uint64_t tag_ = 0;
 };
 

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "model/cuda/decode_step.h"
+#include "model/decode_meter.h"
 #include "model/prefill.h"
 #include "model/routing_record.h"
 #include "model/slot_table.h"
@@ -284,12 +285,17 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
   dec.start_rows(head);
   dec.set_prefill_only();
   int64_t steps = 0;
+  DecodeMeter meter(table.rows());
   while (true) {
+    meter.enter(DecodePhase::kDecode);
     dec.run_window(use_graph, steps);
+    meter.enter(DecodePhase::kExchange);
     if (stream_exchange(table, all, config, room)) dec.reload_weights();
     if (table.running() == 0 && !table.waiting()) break;
+    meter.enter(DecodePhase::kAdmit);
     const Admitted refill = admit_waiting(m, cache, table, all, config, rec);
     if (!refill.rows.empty()) dec.start_rows(refill);
+    meter.count(steps, table.tokens());
   }
   st.used_graph = dec.used_graph();
   st.steps = steps;

@@ -1,0 +1,50 @@
+// DecodeMeter: an interval's line gives the steps, the mean busy rows (tokens / steps), the
+// token rate and each phase's share of the time, from a scripted clock; the next interval
+// counts only what came after. SlotTable::tokens counts every token pushed.
+#include "model/decode_meter.h"
+
+#include <gtest/gtest.h>
+
+#include "model/slot_table.h"
+
+namespace moerl::model {
+namespace {
+
+TEST(DecodeMeter, AnIntervalLineGivesBusyRowsRateAndPhaseShares) {
+  double t = 0;
+  DecodeMeter meter(8, /*every_s=*/1e9, [&t] { return t; });
+  EXPECT_EQ(meter.take_line(), "") << "no step yet";
+  meter.enter(DecodePhase::kDecode);
+  t = 6;
+  meter.enter(DecodePhase::kExchange);
+  t = 8;
+  meter.enter(DecodePhase::kAdmit);
+  t = 10;
+  meter.count(5, 20);
+  EXPECT_EQ(meter.take_line(),
+            "decode: 5 steps in 10.0 s, rows busy 4.0 of 8 (50%), 2 tokens/s; time: decode 60%, exchange 20%, admit 20%");
+  // The next interval: only its own steps, tokens and time (the admit phase still runs).
+  t = 12;
+  meter.enter(DecodePhase::kDecode);
+  t = 20;
+  meter.count(15, 100);
+  EXPECT_EQ(meter.take_line(),
+            "decode: 10 steps in 10.0 s, rows busy 8.0 of 8 (100%), 8 tokens/s; time: decode 80%, exchange 0%, admit 20%");
+  EXPECT_EQ(meter.take_line(), "") << "no step since the last line";
+}
+
+TEST(DecodeMeter, SlotTableCountsEveryTokenPushed) {
+  GenerateConfig g;
+  g.max_new_tokens = 2;
+  SlotTable table(3, 2, g);
+  ASSERT_EQ(table.admit(), (std::vector<int64_t>{0, 1}));
+  table.push(0, 5, 0.f, 0.f);
+  table.push(1, 6, 0.f, 0.f);
+  EXPECT_EQ(table.push(0, 7, 0.f, 0.f), 0) << "its cap of 2 ends sequence 0";
+  ASSERT_EQ(table.admit(), (std::vector<int64_t>{0}));
+  table.push(0, 8, 0.f, 0.f);
+  EXPECT_EQ(table.tokens(), 4);
+}
+
+}  // namespace
+}  // namespace moerl::model
