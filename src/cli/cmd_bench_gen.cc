@@ -85,8 +85,9 @@ int run_bench_gen(Args& a) {
         "to the JSON. --baseline CMD first runs CMD with --config, --layers, --batch, --prompt and --new-tokens\n"
         "appended (dev/gpu/hf_generate.py: transformers' generate on the same device) and adds its tokens/s\n"
         "and our speed-up to each row. --compare-kernels (cuda) also times each batch with the decode step's\n"
-        "own kernels off (at:: ops: _grouped_mm experts, batched-product attention), with the expert kernels\n"
-        "alone and with all of them (model/cuda/decode_kernels.h), and prints the ratios.\n"
+        "own kernels off (at:: ops: _grouped_mm experts, batched-product attention, at:: sampling), with the\n"
+        "expert kernels alone, with the attention kernel too and with all of them (+ the sampling kernel;\n"
+        "model/cuda/decode_kernels.h), and prints each one's speed-up over the at:: ops.\n"
         "Presets: examples/bench/*.json.\n");
     return 0;
   }
@@ -175,19 +176,24 @@ int run_bench_gen(Args& a) {
                     {"roofline_fraction", step_bytes / step_s / rate},
                     {"prefill_and_8_tokens_s", t_short}});
     if (compare_kernels) {  // each setting of the decode step's own kernels, then the default again
-      double ts = 0, tl = 0;
-      const std::pair<bool, bool> settings[] = {{false, false}, {true, false}, {true, true}};
-      const char* names[] = {"aten_ops", "expert_kernels", "all_kernels"};
-      double secs[3];
-      for (int i = 0; i < 3; ++i) {
-        job::set_decode_kernels(settings[i].first, settings[i].second);
-        secs[i] = step_time(&ts, &tl);
-        rows.back()[std::string(names[i]) + "_decode_ms_per_step"] = 1e3 * secs[i];
-        rows.back()[std::string(names[i]) + "_roofline_fraction"] = step_bytes / secs[i] / rate;
+      struct Setting {
+        const char* name;
+        bool experts, attention, sampling;
+      };
+      const Setting settings[] = {{"aten_ops", false, false, false},
+                                  {"expert_kernels", true, false, false},
+                                  {"expert_attention_kernels", true, true, false},
+                                  {"all_kernels", true, true, true}};
+      double ts = 0, tl = 0, aten_s = 0;
+      for (const Setting& k : settings) {
+        job::set_decode_kernels(k.experts, k.attention, k.sampling);
+        const double sec = step_time(&ts, &tl);
+        if (!k.experts) aten_s = sec;
+        rows.back()[std::string(k.name) + "_decode_ms_per_step"] = 1e3 * sec;
+        rows.back()[std::string(k.name) + "_roofline_fraction"] = step_bytes / sec / rate;
+        if (k.experts) rows.back()[std::string(k.name) + "_speedup"] = aten_s / sec;
       }
       job::restore_decode_kernels();
-      rows.back()["expert_kernels_speedup"] = secs[0] / secs[1];
-      rows.back()["all_kernels_speedup"] = secs[0] / secs[2];
     }
     if (G > 1) {  // the same batch with every sample prefilled, for the ratio
       const double each_short = timed(warm, false), each_long = timed(warm + N, false);

@@ -69,12 +69,12 @@ void enable_gpu_paths_for(const JobConfig& cfg) {
   if (cfg.model.device != "cpu" || cfg.ep_backend == "cuda_ipc" || cfg.ep_backend == "nccl") enable_gpu_paths();
 }
 
-bool set_decode_kernels(bool experts, bool attention) {
+bool set_decode_kernels(bool experts, bool attention, bool sampling) {
 #ifdef MOERL_WITH_CUDA
-  model::cuda::set_decode_kernels({.experts = experts, .attention = attention});
+  model::cuda::set_decode_kernels({.experts = experts, .attention = attention, .sampling = sampling});
   return true;
 #else
-  (void)experts, (void)attention;
+  (void)experts, (void)attention, (void)sampling;
   return false;
 #endif
 }

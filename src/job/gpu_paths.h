@@ -32,9 +32,9 @@ void check_device_name(const std::string& spelling, const std::string& source);
 at::Device open_device(const std::string& spelling, const std::string& source);
 
 // The GPU decode step's own kernels on or off (model/cuda/decode_kernels.h): the MoE experts
-// at decode sizes, GQA attention; restore_decode_kernels puts back the defaults. False where
-// there is no such choice (a CPU build).
-bool set_decode_kernels(bool experts, bool attention);
+// at decode sizes, GQA attention, the decode loop's sampling; restore_decode_kernels puts back
+// the defaults. False where there is no such choice (a CPU build).
+bool set_decode_kernels(bool experts, bool attention, bool sampling);
 bool restore_decode_kernels();
 
 // Peak bytes held by tensors on the current GPU since the last reset (the CUDA caching

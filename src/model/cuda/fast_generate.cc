@@ -13,7 +13,9 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "model/cuda/decode_kernels.h"
 #include "model/cuda/decode_step.h"
+#include "model/cuda/sample_rows.h"
 #include "model/decode_meter.h"
 #include "model/prefill.h"
 #include "model/routing_record.h"
@@ -26,8 +28,27 @@ struct Sampled {
   at::Tensor tok, lp, slp;
 };
 
-Sampled sample(const at::Tensor& logits_BV, const SamplingConfig& s, at::Generator& gen) {
+// One token per row: sample_rows (one pass per row) when the decode kernels' sampling is on,
+// else at:: ops with the Gumbel noise from `gen`. `draw` counts the calls (sample_rows' noise).
+Sampled sample(const at::Tensor& logits_BV, const SamplingConfig& s, at::Generator& gen, uint64_t seed,
+               uint64_t& draw) {
   Sampled r;
+  if (decode_kernels().sampling && logits_BV.scalar_type() == at::kFloat) {
+    const at::Tensor x = logits_BV.contiguous();
+    const int64_t R = x.size(0);
+    r.tok = at::empty({R}, x.options().dtype(at::kLong));
+    r.lp = at::empty({R}, x.options());
+    r.slp = at::empty({R}, x.options());
+    const cudaError_t err =
+        sample_rows(x.data_ptr<float>(), R, x.size(1), s.greedy, static_cast<float>(s.temperature), seed, draw++,
+                    r.tok.data_ptr<int64_t>(), r.lp.data_ptr<float>(), r.slp.data_ptr<float>(),
+                    c10::cuda::getCurrentCUDAStream().stream());
+    if (err != cudaSuccess) {
+      throw Error(std::string("fast_generate: sample_rows failed: ") + cudaGetErrorString(err),
+                  "turn the decode kernels' sampling off (model/cuda/decode_kernels.h) and report it");
+    }
+    return r;
+  }
   at::Tensor logp = at::log_softmax(logits_BV, -1);
   if (s.greedy) {
     r.tok = logp.argmax(-1);
@@ -197,7 +218,7 @@ class GraphDecoder {
   }
 
   void sample_into(const at::Tensor& logits, int64_t j) {
-    Sampled smp = sample(logits, config_.sampling, gen_);
+    Sampled smp = sample(logits, config_.sampling, gen_, config_.seed, draw_);
     const at::Tensor idle = live_B_.logical_not();
     at::Tensor tok = smp.tok.masked_fill(idle, config_.pad_id);
     toks_.select(1, j).copy_(tok);
@@ -253,6 +274,7 @@ class GraphDecoder {
   at::Tensor eos_, toks_, lps_, slps_, live_B_, count_B_, cap_B_, routes_;
   at::Tensor pending_rows_, pending_logits_;
   int64_t L_ = 0, K_ = 0;
+  uint64_t draw_ = 0;  // sample_rows calls so far
   bool decoded_[kWindow] = {};
   bool prefill_only_ = false, graph_failed_ = false, had_rows_ = false;
   std::unique_ptr<at::cuda::CUDAGraph> graph_;

@@ -43,7 +43,7 @@ TEST(DecodeKernelsGpu, GraphDecodeWithTheKernelsAgreesWithForward) {
     m.params().at("lm_head.weight").mul_(8.0);  // decisive greedy choices
   }
   const cuda::DecodeKernels was = cuda::decode_kernels();
-  cuda::set_decode_kernels({.experts = true, .attention = true});
+  cuda::set_decode_kernels({.experts = true, .attention = true, .sampling = true});
   const std::vector<std::vector<int64_t>> prompts = {{1, 7, 9, 11, 13}, {1, 4}, {1, 30, 31}};
   GenerateConfig g;
   g.max_new_tokens = 10;
