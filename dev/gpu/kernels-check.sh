@@ -34,7 +34,8 @@ layers=(); [ "$mem" -lt 100000 ] && layers=(--layers 24)
 step "bench gen ${layers[*]}"
 timeout 330 "${RUNENV[@]}" build-gpu/src/cli/moerl bench gen --config examples/bench/qwen3-30b-a3b.json \
   --device cuda "${layers[@]}" --batch 64,256 --prompt 512 --new-tokens 64 --compare-kernels \
+  --profile /tmp/gen-trace.json \
   >"$OUT/gen.json" 2>"$OUT/gen.log"
 echo "bench gen rc=$?"; tail -15 "$OUT/gen.log"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("copy GB/s", d["copy_GBps"]); [print(json.dumps(r)) for r in d["rows"]]' "$OUT/gen.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("copy GB/s", d["copy_GBps"]); [print(json.dumps(r)) for r in d["rows"]]; pr=d.get("profile", {}); print("profile wall_ms", pr.get("wall_ms"), "gpu_busy_ms", pr.get("gpu_busy_ms")); [print(json.dumps(k)) for k in pr.get("top", [])[:14]]' "$OUT/gen.json"
 step done
