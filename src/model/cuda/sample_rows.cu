@@ -26,9 +26,10 @@ __device__ __forceinline__ uint4 philox(uint4 c, uint2 k) {
   return c;
 }
 
-// Gumbel noise from 32 random bits: u = (top 24 bits + 0.5) / 2^24, strictly inside (0, 1).
+// Gumbel noise from 32 random bits: u = (top 23 bits + 0.5) / 2^23, strictly inside (0, 1) in
+// float32 (with 24 bits, (2^24 - 1 + 0.5) rounds to 2^24: u = 1 and the noise is +inf).
 __device__ __forceinline__ float gumbel(uint32_t bits) {
-  const float u = (static_cast<float>(bits >> 8) + 0.5f) * (1.0f / 16777216.0f);
+  const float u = (static_cast<float>(bits >> 9) + 0.5f) * (1.0f / 8388608.0f);
   return -logf(-logf(u));
 }
 
