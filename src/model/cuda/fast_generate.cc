@@ -54,7 +54,7 @@ Sampled sample(const at::Tensor& logits_BV, const SamplingConfig& s, at::Generat
     r.tok = logp.argmax(-1);
     r.slp = at::zeros({logits_BV.size(0)}, logp.options());
   } else {
-    at::Tensor slogp = at::log_softmax(logits_BV / s.temperature, -1);
+    at::Tensor slogp = s.temperature == 1.0 ? logp : at::log_softmax(logits_BV / s.temperature, -1);
     at::Tensor u = at::rand(slogp.sizes(), gen, slogp.options()).clamp_(1e-20, 1.0 - 1e-7);
     r.tok = (slogp - at::log(-at::log(u))).argmax(-1);  // Gumbel-max: a draw from softmax(slogp)
     r.slp = slogp.gather(1, r.tok.unsqueeze(1)).squeeze(1);
