@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kThreads)
   auto visit = [&](float xv, int v, uint32_t bits) {
     p.lse.add(xv);
     if (greedy) {
-      p.best.take(xv, v);
+      if (xv != -INFINITY) p.best.take(xv, v);
       return;
     }
     const float y = xv * inv_t;
