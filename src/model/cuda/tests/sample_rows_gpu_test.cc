@@ -2,7 +2,8 @@
 // (the first index on a tie) with log_softmax's logprob; sampled tokens follow
 // softmax(x / T) (frequencies over many rows within 5 standard deviations) and carry
 // log_softmax(x)[token] and log_softmax(x / T)[token]; one (seed, draw) repeats, another
-// draw differs; rows of the real vocabulary (151936) and a vocabulary not a multiple of 4.
+// draw differs; rows of the real vocabulary (151936) and a vocabulary not a multiple of 4; a
+// row of only -inf gives token 0.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -44,6 +45,12 @@ TEST(SampleRowsGpu, GreedyIsArgmaxWithItsLogprob) {
     EXPECT_EQ(d.tok[1].item<int64_t>(), 0);
     EXPECT_EQ(d.tok[2].item<int64_t>(), V - 1);
     EXPECT_LT(rel_err(d.lp, at_token(at::log_softmax(x, -1), d.tok)), 1e-5) << "V " << V;
+    x[3].fill_(-INFINITY);  // nothing finite: token 0, logprob -inf
+    for (bool greedy : {true, false}) {
+      const Drawn e = draw(x, greedy, 1.f, 7, 1);
+      EXPECT_EQ(e.tok[3].item<int64_t>(), 0) << "greedy " << greedy;
+      EXPECT_EQ(e.lp[3].item<float>(), -INFINITY) << "greedy " << greedy;
+    }
     EXPECT_EQ(d.slp.abs().max().item<float>(), 0.f);
   }
 }
