@@ -13,6 +13,12 @@ DecodeMeter::DecodeMeter(int64_t rows, double every_s, std::function<double()> c
   phase_t_ = interval_t_ = now();
 }
 
+DecodeMeter::~DecodeMeter() {
+  if (now() - interval_t_ < every_s_ / 3) return;
+  const std::string line = take_line();
+  if (!line.empty()) MOERL_LOG(INFO) << line;
+}
+
 double DecodeMeter::now() const { return clock_ ? clock_() : now_seconds(); }
 
 void DecodeMeter::close_phase() {

@@ -28,6 +28,10 @@ class DecodeMeter {
  public:
   // Logs (MOERL_LOG INFO) at most once per `every_s` seconds of `clock` (default: steady).
   explicit DecodeMeter(int64_t rows, double every_s = 30.0, std::function<double()> clock = {});
+  // Logs the last interval too when it is at least a third of every_s long.
+  ~DecodeMeter();
+  DecodeMeter(const DecodeMeter&) = delete;
+  DecodeMeter& operator=(const DecodeMeter&) = delete;
 
   void enter(DecodePhase phase);
   // The call's decode steps and tokens so far (totals, not deltas); logs when an interval has

@@ -15,10 +15,12 @@ namespace moerl::rollout {
 
 namespace {
 
-// A busy worker asks the queue at most this often while it finds no work (each ask is a
-// Redis round trip between two decode windows).
+// A busy worker asks the queue at most this often while it finds no work, and does not wait
+// for an answer that is not there yet: each ask is one pass of Redis round trips between two
+// decode windows, which wait for it (a BLOCK, even of 2 ms, lasts until Redis's timer tick,
+// ~100 ms: runtime/redis_streams.h).
 constexpr double kBusyPollEvery = 0.05;
-constexpr double kBusyPollWait = 0.002;
+constexpr double kBusyPollWait = 0.0;
 
 }  // namespace
 

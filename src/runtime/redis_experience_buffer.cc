@@ -89,6 +89,7 @@ void RedisExperienceBuffer::take_into(size_t n, Deadline deadline, std::vector<E
     }
   }
   while (out.size() < n) {
+    double block = 0;
     std::string count = std::to_string(n - out.size());
     std::string from;
     {
@@ -109,9 +110,8 @@ void RedisExperienceBuffer::take_into(size_t n, Deadline deadline, std::vector<E
     std::vector<StreamEntry> entries = parse_read(r);
     if (entries.empty()) {
       std::vector<std::string> argv = {"XREADGROUP", "GROUP", group, consumer_, "COUNT", count};
-      double block = 0;
-      if (!deadline.expired()) {
-        block = std::clamp(deadline.remaining_seconds(), 0.001, 0.5);
+      block = block_seconds(deadline, 0.5);
+      if (block > 0) {
         argv.push_back("BLOCK");
         argv.push_back(ms(block));
       }
@@ -162,6 +162,7 @@ void RedisExperienceBuffer::take_into(size_t n, Deadline deadline, std::vector<E
     // what was consumed; the PEL only bridges a lost reply, so entries are acked at once.
     if (ack.size() > 3) reader_.command_ok(ack, deadline);
     if (deadline.expired()) break;
+    if (entries.empty() && block == 0) poll_pause(deadline);
   }
 }
 

@@ -258,6 +258,7 @@ std::vector<Lease> RedisTaskQueue::lease(const std::string& worker, int n, doubl
     admit(to_entries(parse_read(r)), worker, false, lease_seconds, deadline, &out);
   }
   while (true) {
+    double block = 0;
     // Take over leases idle past lease_seconds (dead or slow holders) and handed-back tasks.
     std::string cursor = "0-0";
     for (int page = 0; static_cast<int>(out.size()) < n && page < 64; ++page) {
@@ -272,10 +273,9 @@ std::vector<Lease> RedisTaskQueue::lease(const std::string& worker, int n, doubl
     if (static_cast<int>(out.size()) < n) {
       std::vector<std::string> argv = {"XREADGROUP", "GROUP", RedisKeys::kTaskGroup, worker,
                                        "COUNT", std::to_string(n - static_cast<int>(out.size()))};
-      double block = 0;
-      if (out.empty() && !deadline.expired()) {
-        // NOTE: short blocks, so leases that expire meanwhile are claimed on the next pass.
-        block = std::clamp(deadline.remaining_seconds(), 0.001, 0.25);
+      // NOTE: short blocks, so leases that expire meanwhile are claimed on the next pass.
+      block = out.empty() ? block_seconds(deadline, 0.25) : 0.0;
+      if (block > 0) {
         argv.push_back("BLOCK");
         argv.push_back(ms(block));
       }
@@ -284,6 +284,7 @@ std::vector<Lease> RedisTaskQueue::lease(const std::string& worker, int n, doubl
       admit(to_entries(parse_read(r)), worker, true, lease_seconds, deadline, &out);
     }
     if (!out.empty() || deadline.expired()) return out;
+    if (block == 0) poll_pause(deadline);
   }
 }
 

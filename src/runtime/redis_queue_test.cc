@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "base/error.h"
@@ -103,6 +105,36 @@ TEST_F(RedisQueueTest, RestartedWorkerTakesBackOwnPendingFirst) {
   EXPECT_EQ(l[0].task.task_id, "a");
   EXPECT_EQ(l[0].delivery_count, 2u);
   EXPECT_TRUE(q.ack(l[0], soon()));
+}
+
+// Redis ends a BLOCK on its timer tick (hz 10: ~100 ms late). A streaming rollout worker
+// polls the queue between decode windows with a wait of a few ms; each such poll used to
+// stall its decode loop ~90 ms. Short waits on an empty queue, buffer and registry end by
+// their deadline (median of 7, well under a tick).
+TEST_F(RedisQueueTest, ShortWaitsEndByTheirDeadlineNotRedisTimerTick) {
+  RedisTaskQueue q(parse_redis_url(url_), "short");
+  RedisExperienceBuffer buf(parse_redis_url(url_), "short");
+  RedisWeightRegistry reg(parse_redis_url(url_), "short");
+  q.enqueue(make_task("a", 0), soon());
+  ASSERT_EQ(q.lease("w", 1, 60, soon()).size(), 1u);  // the group exists, the queue is empty
+  auto median_s = [](const std::function<void()>& wait) {
+    std::vector<double> t;
+    for (int i = 0; i < 7; ++i) {
+      const double t0 = now_seconds();
+      wait();
+      t.push_back(now_seconds() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[3];
+  };
+  const double wait = 0.005;
+  EXPECT_LT(median_s([&] { EXPECT_TRUE(q.lease("w", 1, 60, Deadline::after_seconds(wait)).empty()); }), 0.05);
+  EXPECT_LT(median_s([&] { EXPECT_TRUE(buf.take(1, Deadline::after_seconds(wait)).empty()); }), 0.05);
+  EXPECT_LT(median_s([&] { EXPECT_FALSE(reg.wait_newer(0, Deadline::after_seconds(wait))); }), 0.05);
+  // A longer wait still waits (blocking), and ends within a tick of its deadline.
+  const double t0 = now_seconds();
+  EXPECT_TRUE(q.lease("w", 1, 60, Deadline::after_seconds(0.3)).empty());
+  EXPECT_GE(now_seconds() - t0, 0.29);
 }
 
 // The trainer reads records and Redis goes away before the XACK (the AsyncChaos flake: eight

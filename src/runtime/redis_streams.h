@@ -1,13 +1,17 @@
-// Reply parsing shared by the Redis Streams backends (redis_queue.cc: RedisTaskQueue,
-// redis_experience_buffer.cc: RedisExperienceBuffer). Internal to runtime/.
+// Reply parsing and blocking-read timing shared by the Redis Streams backends (redis_queue.cc:
+// RedisTaskQueue, redis_experience_buffer.cc: RedisExperienceBuffer, weight_registry.cc:
+// RedisWeightRegistry). Internal to runtime/.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "base/deadline.h"
 #include "base/error.h"
 #include "runtime/redis_client.h"
 
@@ -69,6 +73,22 @@ inline void throw_if_error(const RedisReply& r, const std::string& what) {
 
 inline std::string ms(double seconds) {
   return std::to_string(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000.0)));
+}
+
+// Redis ends a blocking read's timeout on its timer tick (serverCron, `hz` 10 by default), so
+// a BLOCK returns up to ~100 ms late: BLOCK 2 took 80-90 ms on Redis 7.0. A read that must
+// return by `deadline` therefore blocks for what is left less one tick (at most cap_seconds),
+// and not at all (0: poll) when less than a tick is left; the caller then calls poll_pause()
+// and polls again until the deadline.
+constexpr double kRedisTickSeconds = 0.1;
+inline double block_seconds(const Deadline& deadline, double cap_seconds) {
+  const double left = deadline.remaining_seconds() - kRedisTickSeconds;
+  return left < 0.001 ? 0.0 : std::min(left, cap_seconds);
+}
+// Between polls of a wait shorter than a tick: 2 ms, never past the deadline.
+inline void poll_pause(const Deadline& deadline) {
+  const double s = std::min(0.002, deadline.remaining_seconds());
+  if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
 }
 
 }  // namespace moerl::runtime::detail

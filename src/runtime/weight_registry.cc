@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "runtime/in_process_queue.h"
 #include "runtime/redis_queue.h"
+#include "runtime/redis_streams.h"
 #include "runtime/trainer_lease.h"
 
 namespace moerl::runtime {
@@ -127,10 +128,13 @@ std::optional<WeightVersion> RedisWeightRegistry::wait_newer(uint64_t version, D
     if (n && n->second.version > version) return n->second;
     if (deadline.expired()) return std::nullopt;
     // Block for any entry after the newest we saw: no publish can slip between the two calls.
-    double block = std::clamp(deadline.remaining_seconds(), 0.001, 1.0);
-    client_.command_ok({"XREAD", "COUNT", "1", "BLOCK",
-                        std::to_string(std::max<int64_t>(1, static_cast<int64_t>(block * 1000))),
-                        "STREAMS", stream_, n ? n->first : "0-0"},
+    // Less than a tick left: poll (detail::block_seconds).
+    const double block = detail::block_seconds(deadline, 1.0);
+    if (block == 0) {
+      detail::poll_pause(deadline);
+      continue;
+    }
+    client_.command_ok({"XREAD", "COUNT", "1", "BLOCK", detail::ms(block), "STREAMS", stream_, n ? n->first : "0-0"},
                        deadline, block);
   }
 }
