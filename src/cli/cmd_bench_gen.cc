@@ -165,7 +165,10 @@ int run_bench_gen(Args& a) {
     const double E = static_cast<double>(c.num_experts), K = static_cast<double>(c.num_experts_per_tok);
     const double touched = E > 0 ? 1 - std::pow(1 - K / E, static_cast<double>(B)) : 1;
     double kv_bytes = 0;
-    model::KvCache cache = m.make_cache(B, P + warm + N);
+    // The cache's bytes, from one on the meta device: a real one would hold GPU memory beside
+    // the --compare-kernels runs (14.7 GB at 48 layers and batch 128).
+    const model::KvCache cache(layers, B, P + warm + N, m.arch().kv_cache_shape(m.config()),
+                               at::TensorOptions().dtype(dtype).device(at::kMeta));
     for (const auto* group : {&cache.k, &cache.v, &cache.latent}) {
       for (const at::Tensor& t : *group) kv_bytes += static_cast<double>(tensor_bytes(t));
     }
