@@ -14,19 +14,20 @@ TEST(DecodeMeter, AnIntervalLineGivesBusyRowsRateAndPhaseShares) {
   double t = 0;
   DecodeMeter meter(8, /*every_s=*/1e9, [&t] { return t; });
   EXPECT_EQ(meter.take_line(), "") << "no step yet";
-  meter.enter(DecodePhase::kDecode);
-  t = 6;
-  meter.enter(DecodePhase::kExchange);
-  t = 8;
-  meter.enter(DecodePhase::kAdmit);
-  t = 10;
+  // Seconds in each phase, in order, on the scripted clock.
+  auto spend = [&](double decode, double exchange, double admit) {
+    meter.enter(DecodePhase::kDecode);
+    t += decode;
+    meter.enter(DecodePhase::kExchange);
+    t += exchange;
+    meter.enter(DecodePhase::kAdmit);
+    t += admit;
+  };
+  spend(6, 2, 2);
   meter.count(5, 20);
   EXPECT_EQ(meter.take_line(),
             "decode: 5 steps in 10.0 s, rows busy 4.0 of 8 (50%), 2 tokens/s; time: decode 60%, exchange 20%, admit 20%");
-  // The next interval: only its own steps, tokens and time (the admit phase still runs).
-  t = 12;
-  meter.enter(DecodePhase::kDecode);
-  t = 20;
+  spend(8, 0, 2);  // the next interval: only its own steps, tokens and time
   meter.count(15, 100);
   EXPECT_EQ(meter.take_line(),
             "decode: 10 steps in 10.0 s, rows busy 8.0 of 8 (100%), 8 tokens/s; time: decode 80%, exchange 0%, admit 20%");
