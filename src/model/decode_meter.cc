@@ -49,13 +49,14 @@ std::string DecodeMeter::take_line() {
   std::string line;
   if (steps > 0 && wall > 0) {
     const double busy = static_cast<double>(tokens) / static_cast<double>(steps);
-    char buf[256];
+    char buf[320];
     std::snprintf(buf, sizeof buf,
                   "decode: %lld steps in %.1f s, rows busy %.1f of %lld (%.0f%%), %.0f tokens/s; "
-                  "time: decode %.0f%%, exchange %.0f%%, admit %.0f%%",
+                  "time: decode %.0f%%, records %.0f%%, leases %.0f%%, swap %.0f%%, admit %.0f%%",
                   static_cast<long long>(steps), wall, busy, static_cast<long long>(rows_),
                   100.0 * busy / static_cast<double>(rows_), static_cast<double>(tokens) / wall,
-                  100.0 * seconds_[0] / phases, 100.0 * seconds_[1] / phases, 100.0 * seconds_[2] / phases);
+                  100.0 * seconds_[0] / phases, 100.0 * seconds_[1] / phases, 100.0 * seconds_[2] / phases,
+                  100.0 * seconds_[3] / phases, 100.0 * seconds_[4] / phases);
     line = buf;
   }
   seconds_.fill(0);

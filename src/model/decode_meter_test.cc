@@ -14,23 +14,30 @@ TEST(DecodeMeter, AnIntervalLineGivesBusyRowsRateAndPhaseShares) {
   double t = 0;
   DecodeMeter meter(8, /*every_s=*/1e9, [&t] { return t; });
   EXPECT_EQ(meter.take_line(), "") << "no step yet";
-  // Seconds in each phase, in order, on the scripted clock.
-  auto spend = [&](double decode, double exchange, double admit) {
+  // Seconds in each phase, in order, on the scripted clock; a feed that swapped weights is
+  // relabelled once it returns.
+  auto spend = [&](double decode, double records, double feed, bool swapped, double admit) {
     meter.enter(DecodePhase::kDecode);
     t += decode;
-    meter.enter(DecodePhase::kExchange);
-    t += exchange;
+    meter.enter(DecodePhase::kRecords);
+    t += records;
+    meter.enter(DecodePhase::kLeases);
+    t += feed;
+    if (swapped) meter.relabel(DecodePhase::kSwap);
     meter.enter(DecodePhase::kAdmit);
     t += admit;
   };
-  spend(6, 2, 2);
+  spend(6, 1, 1, false, 2);
   meter.count(5, 20);
   EXPECT_EQ(meter.take_line(),
-            "decode: 5 steps in 10.0 s, rows busy 4.0 of 8 (50%), 2 tokens/s; time: decode 60%, exchange 20%, admit 20%");
-  spend(8, 0, 2);  // the next interval: only its own steps, tokens and time
+            "decode: 5 steps in 10.0 s, rows busy 4.0 of 8 (50%), 2 tokens/s; "
+            "time: decode 60%, records 10%, leases 10%, swap 0%, admit 20%");
+  spend(4, 0, 3, true, 1);  // the next interval: only its own steps, tokens and time
+  spend(1, 0, 1, false, 0);
   meter.count(15, 100);
   EXPECT_EQ(meter.take_line(),
-            "decode: 10 steps in 10.0 s, rows busy 8.0 of 8 (100%), 8 tokens/s; time: decode 80%, exchange 0%, admit 20%");
+            "decode: 10 steps in 10.0 s, rows busy 8.0 of 8 (100%), 8 tokens/s; "
+            "time: decode 50%, records 0%, leases 10%, swap 30%, admit 10%");
   EXPECT_EQ(meter.take_line(), "") << "no step since the last line";
 }
 

@@ -81,8 +81,7 @@ std::vector<Generation> generate(Model& model, const std::vector<std::vector<int
       const int64_t ended = table.push(r, tok.data_ptr<int64_t>()[r], lp.data_ptr<float>()[r], slp.data_ptr<float>()[r]);
       if (ended >= 0 && rec) table.output(ended).routed_experts = recorder.take(r);
     }
-    meter.enter(DecodePhase::kExchange);
-    stream_exchange(table, all, config, room);  // weights it changes serve the forward below
+    stream_exchange(table, all, config, room, &meter);  // weights it changes serve the forward below
     meter.enter(DecodePhase::kDecode);
     if (!continuous && step + 1 == config.max_new_tokens) break;
     const bool local_done = table.running() == 0 && !table.waiting();

@@ -99,14 +99,17 @@ int64_t decode_rows(int64_t sequences, const GenerateConfig& config) {
 }
 
 bool stream_exchange(SlotTable& table, std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config,
-                     int64_t prompt_room) {
+                     int64_t prompt_room, DecodeMeter* meter) {
   const std::vector<int64_t> ended = table.take_ended();
   if (config.stream == nullptr) return false;
+  if (meter != nullptr) meter->enter(DecodePhase::kRecords);
   for (int64_t s : ended) {
     std::vector<int64_t>().swap(prompts[s]);
     config.stream->finished(s, std::exchange(table.output(s), Generation{}));
   }
+  if (meter != nullptr) meter->enter(DecodePhase::kLeases);
   StreamFeed f = config.stream->feed(table.free_rows(), prompt_room);
+  if (meter != nullptr && f.weights_tag) meter->relabel(DecodePhase::kSwap);
   for (auto& p : f.prompts) {
     if (p.empty() || static_cast<int64_t>(p.size()) > prompt_room) {
       throw Error("a stream fed a prompt of " + std::to_string(p.size()) + " tokens into rows with room for " +

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/decode_meter.h"
 #include "model/generate.h"
 
 namespace moerl::model {
@@ -66,8 +67,9 @@ int64_t decode_rows(int64_t sequences, const GenerateConfig& config);
 // Between decode steps of a streaming call: hands the sequences that ended to the stream
 // (their outputs moved out, their prompts freed), then feeds it; fed prompts join `prompts`
 // and the table. Returns whether the stream changed the weights. Without a stream it only
-// forgets the ended. Errors: a fed prompt that is empty or longer than `prompt_room`.
+// forgets the ended. `meter` (optional) is told the records, leases and swap phases.
+// Errors: a fed prompt that is empty or longer than `prompt_room`.
 bool stream_exchange(SlotTable& table, std::vector<std::vector<int64_t>>& prompts, const GenerateConfig& config,
-                     int64_t prompt_room);
+                     int64_t prompt_room, DecodeMeter* meter = nullptr);
 
 }  // namespace moerl::model

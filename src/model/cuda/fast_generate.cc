@@ -311,8 +311,7 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
   while (true) {
     meter.enter(DecodePhase::kDecode);
     dec.run_window(use_graph, steps);
-    meter.enter(DecodePhase::kExchange);
-    if (stream_exchange(table, all, config, room)) dec.reload_weights();
+    if (stream_exchange(table, all, config, room, &meter)) dec.reload_weights();
     if (table.running() == 0 && !table.waiting()) break;
     meter.enter(DecodePhase::kAdmit);
     const Admitted refill = admit_waiting(m, cache, table, all, config, rec);
