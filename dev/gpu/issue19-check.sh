@@ -8,7 +8,9 @@
 # (sync 157 s, streaming 119 s, the model 16 s), so on a fresh machine run two calls:
 #   dev/gpu/pack-deps.sh; then on the device (carry .gpudeps):
 #   STAGES="tests gen train" dev/gpu/issue19-check.sh; STAGES=rl dev/gpu/issue19-check.sh
-# dev/gpu/kernels-check.sh adds memcheck, the MoE bench and batch 64 for the kernels.
+# Stages outside the default: memcheck (compute-sanitizer on the decode kernels' tests), moe
+# (moerl_moe_bench, both expert paths at decode shapes). GEN_BATCH sets bench gen's batches
+# (default 256, e.g. 64,256).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -24,20 +26,33 @@ mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -
 GL=48 TL=8; [ "$mem" -lt 100000 ] && GL=24 TL=4
 step configure and build
 gpu_configure build-gpu OFF >/tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
-ninja -C build-gpu -j16 moerl moerl_gpu_tests >/tmp/build.log 2>&1 ||
+targets=(moerl moerl_gpu_tests); want moe && targets+=(moerl_moe_bench)
+ninja -C build-gpu -j16 "${targets[@]}" >/tmp/build.log 2>&1 ||
   { grep -E "error|FAILED" -A3 /tmp/build.log | head -60; exit 1; }
 M=build-gpu/src/cli/moerl
+T=build-gpu/src/model/cuda/moerl_gpu_tests
+K='ExpertGemmGpu*:DecodeAttentionGpu*:SampleRowsGpu*:DecodeKernelsGpu*'
 if want tests; then
-step tests
-timeout 150 "${RUNENV[@]}" build-gpu/src/model/cuda/moerl_gpu_tests \
-  --gtest_filter='ExpertGemmGpu*:DecodeAttentionGpu*:SampleRowsGpu*:DecodeKernelsGpu*:FastGenerate*' >"$OUT/tests.log" 2>&1
-echo "tests rc=$?"
-grep -E "^\[  (FAILED|PASSED) |^\[       OK|Failure|Expected|Which is|error|exception" "$OUT/tests.log" | head -50
+  step tests
+  timeout 150 "${RUNENV[@]}" $T --gtest_filter="$K:FastGenerate*" >"$OUT/tests.log" 2>&1
+  echo "tests rc=$?"
+  grep -E "^\[  (FAILED|PASSED) |^\[       OK|Failure|Expected|Which is|error|exception" "$OUT/tests.log" | head -50
+fi
+if want memcheck && fits 100 "memcheck"; then
+  step memcheck
+  timeout 90 "${RUNENV[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter="$K" \
+    >"$OUT/memcheck.log" 2>&1
+  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|Invalid|at 0x" "$OUT/memcheck.log" | head -12
+fi
+if want moe && fits 110 "moe bench"; then
+  step moe bench
+  timeout 100 "${RUNENV[@]}" build-gpu/dev/gpu/moerl_moe_bench "$OUT/moe.json" >"$OUT/moe.log" 2>&1
+  echo "moe bench rc=$?"; grep -iE "decode|copy" "$OUT/moe.log" | head -20
 fi
 if want gen && fits 150 "bench gen"; then
-  step "bench gen --layers $GL --batch 256 --compare-kernels"
+  step "bench gen --layers $GL --batch ${GEN_BATCH:-256} --compare-kernels"
   timeout 200 "${RUNENV[@]}" $M bench gen --config examples/bench/qwen3-30b-a3b.json --device cuda --layers $GL \
-    --batch 256 --prompt 512 --new-tokens 64 --compare-kernels >"$OUT/gen.json" 2>"$OUT/gen.log"
+    --batch "${GEN_BATCH:-256}" --prompt 512 --new-tokens 64 --compare-kernels >"$OUT/gen.json" 2>"$OUT/gen.log"
   echo "bench gen rc=$?"; tail -5 "$OUT/gen.log"
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("copy GB/s", d["copy_GBps"]); [print(json.dumps(r)) for r in d["rows"]]' "$OUT/gen.json"
 fi
