@@ -87,8 +87,7 @@ int run_bench_gen(Args& a) {
         "and our speed-up to each row. --compare-kernels (cuda) also times each batch with the decode step's\n"
         "own kernels off (at:: ops: _grouped_mm experts, batched-product attention, at:: sampling), with the\n"
         "expert kernels alone, with the attention kernel too and with all of them (+ the sampling kernel;\n"
-        "model/cuda/decode_kernels.h), and prints each one's speed-up over the at:: ops; --profile then\n"
-        "profiles the run with all of them.\n"
+        "model/cuda/decode_kernels.h), and prints each one's speed-up over the at:: ops.\n"
         "Presets: examples/bench/*.json.\n");
     return 0;
   }
@@ -219,11 +218,7 @@ int run_bench_gen(Args& a) {
         }
       }
     }
-    if (profile && B == batches.back()) {  // with --compare-kernels: all of them on
-      if (compare_kernels) job::set_decode_kernels(true, true, true);
-      kernels = profile_region(*profile, [&] { timed(warm + N); });
-      job::restore_decode_kernels();
-    }
+    if (profile && B == batches.back()) kernels = profile_region(*profile, [&] { timed(warm + N); });
   }
   nlohmann::json out = {{"config", path},
                         {"model_type", c.model_type},

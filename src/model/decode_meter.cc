@@ -14,7 +14,10 @@ DecodeMeter::DecodeMeter(int64_t rows, double every_s, std::function<double()> c
 }
 
 DecodeMeter::~DecodeMeter() {
-  if (now() - interval_t_ < every_s_ / 3) return;
+  if (now() - interval_t_ >= every_s_ / 3) log_line();
+}
+
+void DecodeMeter::log_line() {
   const std::string line = take_line();
   if (!line.empty()) MOERL_LOG(INFO) << line;
 }
@@ -35,9 +38,7 @@ void DecodeMeter::enter(DecodePhase phase) {
 void DecodeMeter::count(int64_t steps, int64_t tokens) {
   steps_ = steps;
   tokens_ = tokens;
-  if (now() - interval_t_ < every_s_) return;
-  const std::string line = take_line();
-  if (!line.empty()) MOERL_LOG(INFO) << line;
+  if (now() - interval_t_ >= every_s_) log_line();
 }
 
 std::string DecodeMeter::take_line() {

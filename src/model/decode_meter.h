@@ -48,6 +48,7 @@ class DecodeMeter {
  private:
   double now() const;
   void close_phase();
+  void log_line();  // take_line(), logged unless empty
 
   const int64_t rows_;
   const double every_s_;
