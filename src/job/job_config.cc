@@ -59,6 +59,7 @@ RolloutSection read_rollout(ConfigTable t) {
   r.ep_size = t.integer("ep_size", 1, {1, 4096});
   r.gen.batch_rows = t.integer("batch_rows", 0, {0, 1e6});
   r.gen.streaming = t.boolean("streaming", false);
+  r.gen.prefill_tokens = t.integer("prefill_tokens", model::GenerateConfig{}.prefill_tokens, {0, 1e9});
   r.gen.stop = t.strings("stop", {});
   for (const std::string& s : r.gen.stop) {
     if (s.empty()) throw Error("config: rollout.stop holds an empty string", "an empty stop string would end every answer at once; remove it");

@@ -58,6 +58,10 @@ struct GenerateConfig {
   // Identical prompts (a GRPO group's samples) share one prefill (model/prefill.h). Off:
   // every row is prefilled, the reference for tests and `moerl bench gen --group`.
   bool share_prefill = true;
+  // Padded prompt tokens one prefill forward takes at most (model/prefill.h; 0: no bound). It
+  // bounds the prefill's activations: at Qwen3-30B-A3B's shape, 65,536 tokens (128 prompts of
+  // 512) in one forward need several GB beside the weights and cache.
+  int64_t prefill_tokens = 16384;
   // Rows decoded at once. 0: every prompt at once (static batching). Fewer rows than prompts:
   // continuous batching: a row whose sequence ends takes the next waiting prompt (in input
   // order) at once, instead of idling until the batch's longest row ends. Each row's cache

@@ -1,4 +1,4 @@
-// prefill_prompts(): dedupe, left-pad, one forward, copy rows out.
+// prefill_prompts(): dedupe, left-pad, forward in row chunks under the token budget, copy rows out.
 #include "model/prefill.h"
 
 #include <algorithm>
@@ -17,7 +17,7 @@ void check_prompts(const std::vector<std::vector<int64_t>>& prompts) {
 }
 
 Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
-                        int64_t new_tokens, bool share, RoutingRecorder* recorder) {
+                        int64_t new_tokens, bool share, int64_t max_tokens, RoutingRecorder* recorder) {
   check_prompts(prompts);
   const int64_t B = static_cast<int64_t>(prompts.size());
   std::vector<int64_t> row_of(B);         // row b -> its row in the forwarded batch
@@ -53,15 +53,29 @@ Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& p
   // A shared prefill fills a cache of the unique rows, sized to the prompts alone.
   KvCache small = shared ? model.make_cache(U, Tp) : KvCache();
   p.cache = model.make_cache(B, Tp + new_tokens);
-  ForwardOutput out =
-      model.forward({ids.to(dev), mask.to(dev), {}, shared ? &small : &p.cache, {}, /*last_logits_only=*/true});
-  at::Tensor logits_UV = out.logits_BTV.select(1, 0);
-  if (recorder != nullptr && !out.routing.empty()) {
-    RoutingRecorder per_unique(U);
-    per_unique.add(out.routing, Tp, first);
-    std::vector<std::vector<uint16_t>> rows(U);
-    for (int64_t u = 0; u < U; ++u) rows[u] = per_unique.take(u);
-    for (int64_t b = 0; b < B; ++b) recorder->append(b, rows[row_of[b]]);
+  KvCache& filled = shared ? small : p.cache;
+  // Rows per forward: all of them, or as many as the token budget holds (one rank only: under
+  // EP every rank must make the same forwards, and their row counts differ).
+  int64_t chunk = U;
+  if (max_tokens > 0 && model.ep_group().world_size() == 1) chunk = std::clamp<int64_t>(max_tokens / Tp, 1, U);
+  std::vector<at::Tensor> logits;
+  std::vector<std::vector<uint16_t>> routed(U);
+  for (int64_t u0 = 0; u0 < U; u0 += chunk) {
+    const int64_t n = std::min(chunk, U - u0);
+    KvCache part = n == U ? KvCache() : filled.row_view(u0, n);
+    ForwardOutput out = model.forward({ids.narrow(0, u0, n).to(dev), mask.narrow(0, u0, n).to(dev), {},
+                                       n == U ? &filled : &part, {}, /*last_logits_only=*/true});
+    logits.push_back(out.logits_BTV.select(1, 0));
+    if (recorder != nullptr && !out.routing.empty()) {
+      RoutingRecorder mine(n);
+      mine.add(out.routing, Tp, std::vector<int64_t>(first.begin() + u0, first.begin() + u0 + n));
+      for (int64_t i = 0; i < n; ++i) routed[u0 + i] = mine.take(i);
+    }
+  }
+  filled.length = Tp;  // the row views moved their own cursors
+  const at::Tensor logits_UV = logits.size() == 1 ? logits[0] : at::cat(logits, 0);
+  if (recorder != nullptr) {
+    for (int64_t b = 0; b < B; ++b) recorder->append(b, routed[row_of[b]]);
   }
   if (!shared) {
     p.logits_BV = logits_UV;
@@ -103,7 +117,7 @@ Admitted admit_waiting(Model& model, KvCache& cache, SlotTable& table,
   RoutingRecorder theirs(k);
   const bool whole = first && k == table.rows();  // this prefill's cache becomes the batch's
   const int64_t new_tokens = whole ? static_cast<int64_t>(longest_all - longest_mine) + config.max_new_tokens : 0;
-  Prefill p = prefill_prompts(model, mine, config.pad_id, new_tokens, config.share_prefill,
+  Prefill p = prefill_prompts(model, mine, config.pad_id, new_tokens, config.share_prefill, config.prefill_tokens,
                               recorder != nullptr ? &theirs : nullptr);
   if (whole) {
     cache = std::move(p.cache);  // rows 0..k-1: a fresh table admits them in order

@@ -6,10 +6,14 @@
 // cache, which the contiguous per-row KvCache is not.
 //
 //   RoutingRecorder rec(B);
-//   Prefill p = prefill_prompts(model, prompts, pad_id, max_new, /*share=*/true, &rec);
+//   Prefill p = prefill_prompts(model, prompts, pad_id, max_new, /*share=*/true, /*max_tokens=*/16384, &rec);
 //   p.cache, p.logits_BV [B,V], p.unique_rows (U <= B forwarded)
 //
-// Runs the model once (one collective forward under EP, whatever U is on this rank).
+// Forwards at most max_tokens padded prompt tokens at once (rows of the longest prompt's
+// length, at least one row per forward; 0: every row in one forward), so a large batch's
+// activations need not fit beside the weights and cache at once; the rows' cache slots are
+// written in place either way. Under EP (a group of more than one rank) it forwards once,
+// whatever U is on this rank: the forwards are collective and the ranks' counts must agree.
 // Errors: an empty prompt (moerl::Error naming its row).
 #pragma once
 
@@ -37,7 +41,7 @@ void check_prompts(const std::vector<std::vector<int64_t>>& prompts);
 // row's prompt routing, as if every row had been forwarded. The cache leaves new_tokens
 // slots after the longest prompt.
 Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
-                        int64_t new_tokens, bool share, RoutingRecorder* recorder);
+                        int64_t new_tokens, bool share, int64_t max_tokens, RoutingRecorder* recorder);
 
 // Prompt tokens each row's cache makes room for: the longest prompt, at least
 // config.prompt_room.

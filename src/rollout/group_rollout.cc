@@ -65,6 +65,7 @@ model::GenerateConfig GroupRollout::generate_config(uint64_t seed, uint64_t vers
   gc.all_done = cfg_.all_done;
   gc.record_routing = cfg_.record_routing;
   gc.batch_rows = cfg_.batch_rows;
+  gc.prefill_tokens = cfg_.prefill_tokens;
   gc.cancel = std::move(cancel);
   gc.weights_tag = version;
   gc.stop = stops_.hook();

@@ -44,6 +44,9 @@ struct RolloutConfig {
   // without a tail, fed from the task queue as they free up. Needs batch_rows; one-rank
   // workers only (an EP instance generates each batch whole).
   bool streaming = false;
+  // Padded prompt tokens per prefill forward ([rollout] prefill_tokens;
+  // model::GenerateConfig::prefill_tokens). 0: every prompt of a call in one forward.
+  int64_t prefill_tokens = model::GenerateConfig{}.prefill_tokens;
 };
 
 // Where a streaming GroupRollout takes units from and gives records to (rollout/worker_stream.cc:

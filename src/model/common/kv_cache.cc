@@ -31,6 +31,20 @@ void KvCache::reset() {
   row_fill.clear();
 }
 
+KvCache KvCache::row_view(int64_t first, int64_t n) {
+  MOERL_CHECK(row_fill.empty() && first >= 0 && n >= 0 && first + n <= batch())
+      << "row_view: rows [" << first << ", " << first + n << ") of a cache of " << batch()
+      << (row_fill.empty() ? "" : " with per-row cursors");
+  KvCache view;
+  for (const at::Tensor& t : k) view.k.push_back(t.narrow(0, first, n));
+  for (const at::Tensor& t : v) view.v.push_back(t.narrow(0, first, n));
+  for (const at::Tensor& t : latent) view.latent.push_back(t.narrow(0, first, n));
+  view.valid = valid.narrow(0, first, n);
+  view.next_pos = next_pos.narrow(0, first, n);
+  view.length = length;
+  return view;
+}
+
 namespace {
 
 // f(src's buffer, dst's buffer, slot dim) for every layer's keys, values or latents; the

@@ -55,6 +55,9 @@ struct KvCache {
   int64_t capacity() const { return valid.size(1); }
   // Forget everything (keeps the buffers).
   void reset();
+  // Rows [first, first + n) as a cache of their own that shares this one's memory (a prefill
+  // in row chunks forwards into each). Shared cursor only; the view's cursor starts at ours.
+  KvCache row_view(int64_t first, int64_t n);
   // Row b takes row rows_B[b] of src: its filled slots, validity and positions (a shared
   // prefill fans out this way). src has the same layers and kind; capacity >= src.length.
   void copy_rows(const KvCache& src, const at::Tensor& rows_B);
