@@ -10,7 +10,7 @@
 #   STAGES="tests gen train" dev/gpu/issue19-check.sh; STAGES=rl dev/gpu/issue19-check.sh
 # Stages outside the default: memcheck (compute-sanitizer on the decode kernels' tests), moe
 # (moerl_moe_bench, both expert paths at decode shapes). GEN_BATCH sets bench gen's batches
-# (default 256, e.g. 64,256).
+# (default 256, e.g. 64,256), GEN_LAYERS its layers.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -24,6 +24,7 @@ fits() { [ $(( $(date +%s) - T0 + $1 )) -le "$BUDGET" ] || { step "skipped: $2 (
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 GL=48 TL=8; [ "$mem" -lt 100000 ] && GL=24 TL=4
+GL=${GEN_LAYERS:-$GL}
 step configure and build
 gpu_configure build-gpu OFF >/tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
 targets=(moerl moerl_gpu_tests); want moe && targets+=(moerl_moe_bench)
