@@ -41,6 +41,7 @@ TEST(BenchGenCli, ReportsEveryBatchWithItsRooflineFraction) {
       EXPECT_NEAR(row.at("new_tokens_per_s").get<double>(),
                   row.at("batch").get<double>() * 1e3 / row.at("decode_ms_per_step").get<double>(), 1e-6);
       EXPECT_GT(row.at("roofline_fraction").get<double>(), 0);
+      EXPECT_EQ(row.at("eager_fallbacks").get<int64_t>(), 0);  // the CPU path has no graph to fail
       // A larger batch touches more experts and holds more KV cache: more bytes per step.
       EXPECT_GT(row.at("GB_read_per_step").get<double>(), last_bytes);
       last_bytes = row.at("GB_read_per_step").get<double>();

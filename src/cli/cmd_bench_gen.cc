@@ -136,6 +136,7 @@ int run_bench_gen(Args& a) {
   }
   nlohmann::json rows = nlohmann::json::array(), kernels;
   for (int64_t B : batches) {
+    const int64_t failures_before = job::decode_graph_failures();
     at::Tensor ids = at::randint(3, std::min<int64_t>(c.vocab_size, 100000), {B / G, P}, at::kLong);
     std::vector<std::vector<int64_t>> prompts(B);
     for (int64_t b = 0; b < B; ++b) {
@@ -218,6 +219,9 @@ int run_bench_gen(Args& a) {
         }
       }
     }
+    // Calls of this row that decoded eagerly because the graph capture failed (logged): their
+    // times are not the graph path's.
+    rows.back()["eager_fallbacks"] = job::decode_graph_failures() - failures_before;
     if (profile && B == batches.back()) kernels = profile_region(*profile, [&] { timed(warm + N); });
   }
   nlohmann::json out = {{"config", path},

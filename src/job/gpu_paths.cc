@@ -88,6 +88,14 @@ bool restore_decode_kernels() {
 #endif
 }
 
+int64_t decode_graph_failures() {
+#ifdef MOERL_WITH_CUDA
+  return model::cuda::graph_capture_failures();
+#else
+  return 0;
+#endif
+}
+
 int64_t gpu_peak_allocated_bytes() {
 #ifdef MOERL_WITH_CUDA
   if (!at::hasCUDA()) return -1;

@@ -37,6 +37,10 @@ at::Device open_device(const std::string& spelling, const std::string& source);
 bool set_decode_kernels(bool experts, bool attention, bool sampling);
 bool restore_decode_kernels();
 
+// Decode-graph captures that failed in this process (model/cuda/fast_generate.h: those calls
+// decoded eagerly); 0 in a CPU build.
+int64_t decode_graph_failures();
+
 // Peak bytes held by tensors on the current GPU since the last reset (the CUDA caching
 // allocator's allocated_bytes peak, over both pools); -1 in a CPU build or without a GPU.
 int64_t gpu_peak_allocated_bytes();

@@ -41,4 +41,8 @@ std::vector<Generation> fast_generate(Model& m, const std::vector<std::vector<in
                                       const GenerateConfig& config, bool use_graph = true,
                                       FastGenerateStats* stats = nullptr);
 
+// Decode-graph captures that failed in this process (each call then decoded eagerly, and
+// logged why): benchmarks report it so an eager run is not taken for the graph's speed.
+int64_t graph_capture_failures();
+
 }  // namespace moerl::model::cuda
