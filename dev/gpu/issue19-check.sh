@@ -8,7 +8,8 @@
 # (sync 157 s, streaming 119 s, the model 16 s), so on a fresh machine run two calls:
 #   dev/gpu/pack-deps.sh; then on the device (carry .gpudeps):
 #   STAGES="tests gen train" dev/gpu/issue19-check.sh; STAGES=rl dev/gpu/issue19-check.sh
-# Stages outside the default: memcheck (compute-sanitizer on the decode kernels' tests), moe
+# Stages outside the default: profile (bench gen --profile: the GPU kernels summed by name),
+# memcheck (compute-sanitizer on the decode kernels' tests), moe
 # (moerl_moe_bench, both expert paths at decode shapes). GEN_BATCH sets bench gen's batches
 # (default 256, e.g. 64,256), GEN_LAYERS its layers.
 set -uo pipefail
@@ -56,6 +57,13 @@ if want gen && fits 150 "bench gen"; then
     --batch "${GEN_BATCH:-256}" --prompt 512 --new-tokens 64 --compare-kernels >"$OUT/gen.json" 2>"$OUT/gen.log"
   echo "bench gen rc=$?"; tail -5 "$OUT/gen.log"
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("copy GB/s", d["copy_GBps"]); [print(json.dumps(r)) for r in d["rows"]]' "$OUT/gen.json"
+fi
+if want profile && fits 150 "bench gen --profile"; then
+  step "bench gen --layers $GL --batch ${GEN_BATCH:-256} --profile"
+  timeout 200 "${RUNENV[@]}" $M bench gen --config examples/bench/qwen3-30b-a3b.json --device cuda --layers $GL \
+    --batch "${GEN_BATCH:-256}" --prompt 512 --new-tokens 64 --profile /tmp/gen.trace.json >"$OUT/profile.json" 2>"$OUT/profile.log"
+  echo "profile rc=$?"; tail -3 "$OUT/profile.log"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["profile"]; print("wall ms", p["wall_ms"], "gpu busy ms", p["gpu_busy_ms"]); [print("%8.1f ms %6d calls %5.1f%% %s" % (k["ms"], k["calls"], 100*k["share"], k["name"][:110])) for k in p["top"][:30]]' "$OUT/profile.json"
 fi
 if want rl && fits 320 "RL sync vs streaming"; then
   step "RL: sync and streaming_shared, 1 layer, 20 steps, skewed"
