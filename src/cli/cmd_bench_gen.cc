@@ -77,17 +77,18 @@ int run_bench_gen(Args& a) {
         "first N layers), random weights drawn on the device (bf16 on cuda, float32 on cpu), temperature 1.\n"
         "Per batch: decode ms per step ((time of 8 + new-tokens tokens - time of 8) / new-tokens), new\n"
         "tokens/s, the bytes one decode step reads (every weight but the embedding table, the experts the\n"
-        "batch touches under uniform routing, the KV cache's capacity) and their rate as a fraction of the\n"
-        "device copy rate measured in the same run. --group G: batch/G prompts, each G times (a GRPO\n"
-        "batch); each row then also times prefilling every sample and prints the rollout tokens/s ratio\n"
-        "of the shared prefill to it. --profile runs the last batch's longer run once more under PyTorch's\n"
-        "profiler, writes its Chrome trace to TRACE.json and adds the GPU kernels that took the most time\n"
-        "to the JSON. --baseline CMD first runs CMD with --config, --layers, --batch, --prompt and --new-tokens\n"
-        "appended (dev/gpu/hf_generate.py: transformers' generate on the same device) and adds its tokens/s\n"
-        "and our speed-up to each row. --compare-kernels (cuda) also times each batch with the decode step's\n"
-        "own kernels off (at:: ops: _grouped_mm experts, batched-product attention, at:: sampling), with the\n"
-        "expert kernels alone, with the attention kernel too and with all of them (+ the sampling kernel;\n"
-        "model/cuda/decode_kernels.h), and prints each one's speed-up over the at:: ops.\n"
+        "batch touches under uniform routing, the KV cache's slots filled, on average over the timed steps)\n"
+        "and their rate as a fraction of the device copy rate measured in the same run. --group G: batch/G\n"
+        "prompts, each G times (a GRPO batch); each row then also times prefilling every sample and prints\n"
+        "the rollout tokens/s ratio of the shared prefill to it. --profile runs the last batch's longer run\n"
+        "once more under PyTorch's profiler, writes its Chrome trace to TRACE.json and adds the GPU kernels\n"
+        "that took the most time to the JSON. --baseline CMD first runs CMD with --config, --layers,\n"
+        "--batch, --prompt and --new-tokens appended (dev/gpu/hf_generate.py: transformers' generate on the\n"
+        "same device) and adds its tokens/s and our speed-up to each row. --compare-kernels (cuda) also\n"
+        "times each batch with the decode step's own kernels off (at:: ops: _grouped_mm experts,\n"
+        "batched-product attention, at:: sampling), with the expert kernels alone, with the attention\n"
+        "kernel too and with all of them (+ the sampling kernel; model/cuda/decode_kernels.h), and prints\n"
+        "each one's speed-up over the at:: ops.\n"
         "Presets: examples/bench/*.json.\n");
     return 0;
   }
@@ -172,6 +173,9 @@ int run_bench_gen(Args& a) {
     for (const auto* group : {&cache.k, &cache.v, &cache.latent}) {
       for (const at::Tensor& t : *group) kv_bytes += static_cast<double>(tensor_bytes(t));
     }
+    // A step must read the slots filled so far, not the whole cache: over the timed steps
+    // (warm .. warm + N - 1) a row holds P + warm + (N + 1) / 2 slots on average.
+    kv_bytes *= (static_cast<double>(P + warm) + (N + 1) / 2.0) / static_cast<double>(P + warm + N);
     const double step_bytes = weight_bytes + touched * expert_bytes + kv_bytes;
     rows.push_back({{"batch", B},
                     {"decode_ms_per_step", 1e3 * step_s},

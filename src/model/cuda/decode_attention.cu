@@ -39,17 +39,20 @@ __device__ __forceinline__ void unpack4(const uint2& u, float* f) {
 
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ kc,
-                            const __nv_bfloat16* __restrict__ vc, const bool* __restrict__ valid, int G, int Hkv,
-                            int64_t S, float scale, __nv_bfloat16* __restrict__ out) {
+                            const __nv_bfloat16* __restrict__ vc, const bool* __restrict__ valid,
+                            const int64_t* __restrict__ last, int G, int Hkv, int64_t capacity, float scale,
+                            __nv_bfloat16* __restrict__ out) {
   __shared__ __align__(16) float sc[kChunk][kMaxG];           // scores, then probabilities
   __shared__ __align__(16) float part[3][32][kMaxG * 4];  // warps 1..3's sums at the end
   __shared__ float m_s[kMaxG], l_s[kMaxG], alpha_s[kMaxG];
   const int b = blockIdx.x / Hkv, kvh = blockIdx.x % Hkv;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int64_t head0 = static_cast<int64_t>(b) * Hkv * G + static_cast<int64_t>(kvh) * G;
-  const __nv_bfloat16* kb = kc + (static_cast<int64_t>(b) * Hkv + kvh) * S * kD;
-  const __nv_bfloat16* vb = vc + (static_cast<int64_t>(b) * Hkv + kvh) * S * kD;
-  const bool* ok = valid + static_cast<int64_t>(b) * S;
+  const __nv_bfloat16* kb = kc + (static_cast<int64_t>(b) * Hkv + kvh) * capacity * kD;
+  const __nv_bfloat16* vb = vc + (static_cast<int64_t>(b) * Hkv + kvh) * capacity * kD;
+  const bool* ok = valid + static_cast<int64_t>(b) * capacity;
+  // Positions past the row's last slot hold nothing valid: neither read nor scored.
+  const int64_t S = last == nullptr ? capacity : min(capacity, last[b] + 1);
 
   uint4 qf[kD / 32];  // A fragments: row g = query head g of this KV head
 #pragma unroll
@@ -167,16 +170,16 @@ bool decode_attention_fits(int64_t num_heads, int64_t num_kv_heads, int64_t head
          num_heads / num_kv_heads <= kMaxG;
 }
 
-cudaError_t decode_attention(const void* q, const void* k_cache, const void* v_cache, const bool* valid, int64_t batch,
-                             int64_t num_heads, int64_t num_kv_heads, int64_t positions, int64_t head_dim, float scale,
-                             void* out, cudaStream_t stream) {
+cudaError_t decode_attention(const void* q, const void* k_cache, const void* v_cache, const bool* valid,
+                             const int64_t* last_slot, int64_t batch, int64_t num_heads, int64_t num_kv_heads,
+                             int64_t positions, int64_t head_dim, float scale, void* out, cudaStream_t stream) {
   if (!decode_attention_fits(num_heads, num_kv_heads, head_dim) || batch < 1 || positions < 1 ||
       batch * num_kv_heads > 0x7fffffff) {
     return cudaErrorInvalidValue;
   }
   decode_attention_kernel<<<static_cast<unsigned>(batch * num_kv_heads), kThreads, 0, stream>>>(
       static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k_cache),
-      static_cast<const __nv_bfloat16*>(v_cache), valid, static_cast<int>(num_heads / num_kv_heads),
+      static_cast<const __nv_bfloat16*>(v_cache), valid, last_slot, static_cast<int>(num_heads / num_kv_heads),
       static_cast<int>(num_kv_heads), positions, scale, static_cast<__nv_bfloat16*>(out));
   return cudaGetLastError();
 }

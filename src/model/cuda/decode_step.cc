@@ -121,13 +121,14 @@ at::Tensor DecodeStep::gqa(const LayerWeights& w, size_t i, const at::Tensor& h,
   KvCache::write_slots(cache_.k[i], 2, slot_B, k);
   KvCache::write_slots(cache_.v[i], 2, slot_B, v.transpose(1, 2));
   if (decode_kernels().attention && dt == at::kBFloat16 && decode_attention_fits(Hq, Hkv, D)) {
-    // One kernel: each (row, KV head) reads its keys and values once (decode_attention.h).
+    // One kernel: each (row, KV head) reads its keys and values once, up to the row's write
+    // slot: no later slot is valid (decode_attention.h).
     const at::Tensor qc = q.contiguous();  // [B,Hq,1,D]
     at::Tensor out = at::empty({B, 1, Hq * D}, qc.options());
     const cudaError_t err =
         decode_attention(qc.data_ptr(), cache_.k[i].data_ptr(), cache_.v[i].data_ptr(), cache_.valid.data_ptr<bool>(),
-                         B, Hq, Hkv, cache_.capacity(), D, static_cast<float>(scale), out.data_ptr(),
-                         c10::cuda::getCurrentCUDAStream().stream());
+                         slot_B.data_ptr<int64_t>(), B, Hq, Hkv, cache_.capacity(), D, static_cast<float>(scale),
+                         out.data_ptr(), c10::cuda::getCurrentCUDAStream().stream());
     if (err != cudaSuccess) {
       throw Error(std::string("decode step: decode_attention failed: ") + cudaGetErrorString(err),
                   "switch the kernel off (model/cuda/decode_kernels.h) to run the at:: ops", ErrorCode::kInternal);
