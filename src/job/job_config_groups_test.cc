@@ -80,6 +80,13 @@ TEST(JobConfigGroups, ContinuousBatchingIsReadAndRefusedUnderEpLockstep) {
   EXPECT_NE(error_of({"rollout.batch_rows=-1"}).find("rollout.batch_rows"), std::string::npos);
 }
 
+TEST(JobConfigGroups, PrefillTokenBudgetIsReadAndChecked) {
+  EXPECT_EQ(parse({}).rollout.gen.prefill_tokens, 16384);
+  EXPECT_EQ(parse({"rollout.prefill_tokens=4096"}).rollout.gen.prefill_tokens, 4096);
+  EXPECT_EQ(parse({"rollout.prefill_tokens=0"}).rollout.gen.prefill_tokens, 0);  // one forward
+  EXPECT_NE(error_of({"rollout.prefill_tokens=-1"}).find("rollout.prefill_tokens"), std::string::npos);
+}
+
 TEST(JobConfigGroups, StreamingIsForOneRankAsyncWorkersWithRows) {
   EXPECT_FALSE(parse({}).rollout.gen.streaming);
   EXPECT_TRUE(parse({"runtime.mode=\"async\"", "rollout.streaming=true", "rollout.batch_rows=16"}).rollout.gen.streaming);
