@@ -34,6 +34,11 @@ ninja -C build-gpu -j16 "${targets[@]}" >/tmp/build.log 2>&1 ||
 M=build-gpu/src/cli/moerl
 T=build-gpu/src/model/cuda/moerl_gpu_tests
 K='ExpertGemmGpu*:DecodeAttentionGpu*:SampleRowsGpu*:DecodeKernelsGpu*'
+# The decode shape (prompt 512, 64 new tokens) at GL layers and GEN_BATCH; more flags after.
+bench_gen() {
+  timeout 200 "${RUNENV[@]}" $M bench gen --config examples/bench/qwen3-30b-a3b.json --device cuda --layers $GL \
+    --batch "${GEN_BATCH:-256}" --prompt 512 --new-tokens 64 "$@"
+}
 if want tests; then
   step tests
   timeout 150 "${RUNENV[@]}" $T --gtest_filter="$K:FastGenerate*:*FastContinuous.Prefill*" >"$OUT/tests.log" 2>&1
@@ -53,15 +58,13 @@ if want moe && fits 110 "moe bench"; then
 fi
 if want gen && fits 150 "bench gen"; then
   step "bench gen --layers $GL --batch ${GEN_BATCH:-256} --compare-kernels"
-  timeout 200 "${RUNENV[@]}" $M bench gen --config examples/bench/qwen3-30b-a3b.json --device cuda --layers $GL \
-    --batch "${GEN_BATCH:-256}" --prompt 512 --new-tokens 64 --compare-kernels >"$OUT/gen.json" 2>"$OUT/gen.log"
+  bench_gen --compare-kernels >"$OUT/gen.json" 2>"$OUT/gen.log"
   echo "bench gen rc=$?"; tail -5 "$OUT/gen.log"
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("copy GB/s", d["copy_GBps"]); [print(json.dumps(r)) for r in d["rows"]]' "$OUT/gen.json"
 fi
 if want profile && fits 150 "bench gen --profile"; then
   step "bench gen --layers $GL --batch ${GEN_BATCH:-256} --profile"
-  timeout 200 "${RUNENV[@]}" $M bench gen --config examples/bench/qwen3-30b-a3b.json --device cuda --layers $GL \
-    --batch "${GEN_BATCH:-256}" --prompt 512 --new-tokens 64 --profile /tmp/gen.trace.json >"$OUT/profile.json" 2>"$OUT/profile.log"
+  bench_gen --profile /tmp/gen.trace.json >"$OUT/profile.json" 2>"$OUT/profile.log"
   echo "profile rc=$?"; tail -3 "$OUT/profile.log"
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["profile"]; print("wall ms", p["wall_ms"], "gpu busy ms", p["gpu_busy_ms"]); [print("%8.1f ms %6d calls %5.1f%% %s" % (k["ms"], k["calls"], 100*k["share"], k["name"][:110])) for k in p["top"][:30]]' "$OUT/profile.json"
 fi

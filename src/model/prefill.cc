@@ -62,9 +62,9 @@ Prefill prefill_prompts(Model& model, const std::vector<std::vector<int64_t>>& p
   std::vector<std::vector<uint16_t>> routed(U);
   for (int64_t u0 = 0; u0 < U; u0 += chunk) {
     const int64_t n = std::min(chunk, U - u0);
-    KvCache part = n == U ? KvCache() : filled.row_view(u0, n);
-    ForwardOutput out = model.forward({ids.narrow(0, u0, n).to(dev), mask.narrow(0, u0, n).to(dev), {},
-                                       n == U ? &filled : &part, {}, /*last_logits_only=*/true});
+    KvCache part = filled.row_view(u0, n);  // all rows when one forward takes them
+    ForwardOutput out = model.forward(
+        {ids.narrow(0, u0, n).to(dev), mask.narrow(0, u0, n).to(dev), {}, &part, {}, /*last_logits_only=*/true});
     logits.push_back(out.logits_BTV.select(1, 0));
     if (recorder != nullptr && !out.routing.empty()) {
       RoutingRecorder mine(n);

@@ -75,10 +75,9 @@ TEST_P(FastContinuous, SharedPrefillEqualsPrefillingEveryRow) {
 // (one forward of a large batch's prompts ran an H100 out of memory at Qwen3-30B-A3B's shape);
 // greedy generation under the budget equals one forward's token for token.
 TEST_P(FastContinuous, PrefillUnderATokenBudgetEqualsOneForwardInLessMemory) {
-  cuda::install_cuda_experts();
   io::HfConfig cfg = testing::tiny_config(GetParam());
   cfg.max_position_embeddings = 512;
-  Model m = init_random(cfg, 33, {at::kBFloat16, at::kCUDA, nullptr});
+  Model m = testing::sharp_cuda(cfg, 33);
   std::vector<std::vector<int64_t>> prompts(128);
   for (size_t b = 0; b < prompts.size(); ++b) {
     for (int64_t t = 0; t < 100; ++t) prompts[b].push_back(1 + static_cast<int64_t>((b * 131 + t * 17) % 49));
@@ -110,8 +109,6 @@ TEST_P(FastContinuous, PrefillUnderATokenBudgetEqualsOneForwardInLessMemory) {
   GenerateConfig c = g;
   c.prefill_tokens = 1600;
   std::vector<std::vector<int64_t>> few(prompts.begin(), prompts.begin() + 40);
-  at::NoGradGuard ng;
-  m.params().at("lm_head.weight").mul_(40.0);  // sharp: no near-ties for bf16 to flip
   testing::expect_same_generations(cuda::fast_generate(m, few, c, true), cuda::fast_generate(m, few, g, true), 0.05,
                                    "prefill in chunks");
 }

@@ -28,15 +28,16 @@ inline double rel_err(const at::Tensor& out, const at::Tensor& ref) {
 
 namespace moerl::model::testing {
 
-// A bf16 CUDA model of tiny_config(arch) with a sharpened head, so greedy choices are not
-// near-ties that bf16 kernels of other batch shapes could flip.
-inline Model sharp_cuda(const std::string& arch, uint64_t seed) {
+// A bf16 CUDA model of `cfg` (or tiny_config(arch)) with a sharpened head, so greedy choices
+// are not near-ties that bf16 kernels of other batch shapes could flip.
+inline Model sharp_cuda(const io::HfConfig& cfg, uint64_t seed) {
   cuda::install_cuda_experts();
-  Model m = init_random(tiny_config(arch), seed, {at::kBFloat16, at::kCUDA, nullptr});
+  Model m = init_random(cfg, seed, {at::kBFloat16, at::kCUDA, nullptr});
   at::NoGradGuard ng;
   m.params().at("lm_head.weight").mul_(40.0);
   return m;
 }
+inline Model sharp_cuda(const std::string& arch, uint64_t seed) { return sharp_cuda(tiny_config(arch), seed); }
 
 // Teacher forcing of a greedy fast_generate run (record_routing on) against Model::forward
 // under the decode's recorded experts: at every step the chosen token is an argmax of the
